@@ -1,0 +1,33 @@
+# The README's commands. Everything installs into .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8080
+
+.PHONY: serve test lint bench bench-quick image image-test clean venv demo
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt
+	touch $@
+
+demo: venv
+	$(PY) demo/make_models.py
+
+serve: demo
+	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
+	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
+	$(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
+
+test: venv
+	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
+
+clean:
+	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache

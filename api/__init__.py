@@ -1,0 +1,62 @@
+"""The ml v1 management surface's blueprints, health probes, and app-level JSON fallbacks.
+
+Unknown routes and wrong methods answer JSON, never HTML: the Google error object under
+/v1/projects (where Google API clients parse it), `{"error": "..."}` everywhere else (the shape
+TF Serving and V2 clients expect).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from api._google import error_response
+from errors import ApiError, Code, Internal, from_code
+from protocols._http import json_response
+
+log = logging.getLogger("mlemu")
+
+_HTTP_TO_CODE = {400: Code.INVALID_ARGUMENT, 401: Code.UNAUTHENTICATED, 403: Code.PERMISSION_DENIED,
+                 404: Code.NOT_FOUND, 405: Code.INVALID_ARGUMENT, 409: Code.ABORTED,
+                 413: Code.INVALID_ARGUMENT, 415: Code.INVALID_ARGUMENT, 501: Code.UNIMPLEMENTED}
+
+
+def _google_path() -> bool:
+    return request.path.startswith("/v1/projects")
+
+
+def _render(exc: ApiError) -> Response:
+    if _google_path():
+        return error_response(exc)
+    return json_response({"error": exc.message}, exc.http_status)
+
+
+def register_fallbacks(app: Flask) -> None:
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        if status == 404:
+            message = f"The requested URL {request.path} was not found on this server."
+        elif status == 405:
+            allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
+            message = f"Method {request.method} is not allowed for {request.path}."
+            if allowed:
+                message += f" Allowed: {allowed}."
+        else:
+            message = exc.description or exc.name
+        response = _render(from_code(_HTTP_TO_CODE.get(status, Code.UNKNOWN), message, status))
+        allow = getattr(exc, "valid_methods", None)
+        if status == 405 and allow:
+            response.headers["Allow"] = ", ".join(allow)
+        return response
+
+    @app.errorhandler(ApiError)
+    def _api(exc: ApiError) -> Response:
+        return _render(exc)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return _render(Internal("Internal error encountered."))

@@ -1,0 +1,26 @@
+"""Health probes (open in every IAM mode): liveness and readiness for Cloud Run / Kubernetes.
+
+  GET /healthz  -> 200 {"status": "ok"} while the process serves
+  GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded, else 503
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app
+
+from protocols._http import json_response
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return json_response({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    emu = current_app.extensions["mlemu"]
+    if emu.is_ready():
+        return json_response({"status": "ready"})
+    return json_response({"status": "loading"}, 503)

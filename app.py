@@ -1,0 +1,123 @@
+"""mlemu's entry points: `create_app(settings)` (Flask), module-level `app` for gunicorn, and the
+command-line interface `main()` (`python app.py serve|predict ...`).
+
+`app` is built on first access (gunicorn's `app:app` does that inside each worker), so importing
+this module for the CLI neither opens the store nor loads a model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from flask import Flask
+
+from settings import Settings
+
+ROOT = Path(__file__).resolve().parent
+GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
+
+
+def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
+    """A Flask app serving every protocol over one Emulator built from `settings`."""
+    from api import register_fallbacks
+    from api.health import bp as health_bp
+    from emulator import build_emulator
+    from protocols.aiplatform import bp as aiplatform_bp
+
+    settings = settings or Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    flask_app = Flask("mlemu")
+    flask_app.json.sort_keys = False  # type: ignore[attr-defined]
+    flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
+    for bp in (health_bp, aiplatform_bp):
+        flask_app.register_blueprint(bp)
+    register_fallbacks(flask_app)
+    return flask_app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # gunicorn's app:app, built once per worker
+        globals()["app"] = created = create_app()
+        return created
+    raise AttributeError(name)
+
+
+@click.group()
+def main() -> None:
+    """mlemu: a local emulator of Google Cloud AI Platform Prediction."""
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
+              help="Bootstrap YAML of projects, models and versions to serve.")
+@click.option("--host", help="Interface to listen on (default 127.0.0.1; 0.0.0.0 in containers).")
+@click.option("--port", type=int, help="HTTP port (default 8080, or $PORT).")
+@click.option("--workers", type=int, help="gunicorn worker processes (default 2).")
+@click.option("--threads", type=int, help="Threads per worker (default 8).")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
+def serve(config_file: str | None, host: str | None, port: int | None, workers: int | None,
+          threads: int | None, state_dir: str | None) -> None:
+    """Serve the emulator under gunicorn with deploy/gunicorn.conf.py."""
+    settings = Settings.from_env()
+    changes: dict[str, Any] = {}
+    if config_file:
+        changes["config_file"] = Path(config_file).resolve()
+    if state_dir:
+        changes["state_dir"] = Path(state_dir).resolve()
+    for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads)):
+        if value is not None:
+            changes[key] = value
+    settings = settings.replace(**changes)
+    env = {**os.environ, **settings.to_env()}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
+            "app:app"]
+    os.execve(sys.executable, argv, env)
+
+
+@main.command()
+@click.option("--model-dir", required=True, type=click.Path(file_okay=False, exists=True),
+              help="Local directory with the model file(s).")
+@click.option("--json-instances", required=True, type=click.File("rb"),
+              help="Newline-delimited JSON instances ('-' for stdin).")
+@click.option("--framework", type=click.Choice(["SCIKIT_LEARN", "XGBOOST", "TENSORFLOW"],
+                                               case_sensitive=False),
+              help="Framework (detected from the model file when omitted).")
+@click.option("--prediction-class", help="module.Class of a custom predictor.")
+@click.option("--package-uris", help="Comma-separated packages for --prediction-class.")
+def predict(model_dir: str, json_instances: Any, framework: str | None,
+            prediction_class: str | None, package_uris: str | None) -> None:
+    """Predict locally without a server (like `gcloud ai-platform local predict`).
+
+    Prints one JSON prediction per line, in instance order.
+    """
+    import tempfile
+
+    import predictors
+    import wirejson
+    from errors import ApiError
+    from registry import artifacts
+
+    instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
+    if not instances:
+        raise click.UsageError("--json-instances holds no instances.")
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            roots = [artifacts.unpack_package(artifacts.resolve_uri(u), Path(cache))
+                     for u in (package_uris or "").split(",") if u]
+            predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)
+            result = predictor.predict(instances)
+    except ApiError as exc:
+        raise click.ClickException(exc.message) from None
+    for prediction in (result.tolist() if hasattr(result, "tolist") else result):
+        click.echo(wirejson.dumps(prediction).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Prediction use cases: authorize -> resolve the serving version -> predictor -> predictions.
+
+Every serving protocol ends here, so permissions, version resolution and errors behave the same
+whichever wire format a request came in on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import auth
+from errors import InvalidArgument
+from payloads import Caller, ModelRef, PredictRequest, PredictResponse
+from predictors.base import Predictor
+from registry import lookup
+from registry.resources import Version, now_rfc3339
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+#: lastUseTime is written at most this often per version and process (a write per request
+#: would serialise every prediction on the store's write lock).
+LAST_USE_INTERVAL_S = 60.0
+_last_use: dict[str, float] = {}
+
+
+def predict_permission(ref: ModelRef) -> str:
+    return "ml.versions.predict" if ref.version is not None else "ml.models.predict"
+
+
+def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tuple[Version, Predictor]:
+    """Check `permission`, then find the READY version `ref` names and its loaded predictor."""
+    auth.authorize(emu, caller, permission, ref.resource_name)
+    version = lookup.serving_version(emu.store, ref)
+    return version, emu.deployments.get(version)
+
+
+def check_parameters(predictor: Predictor, parameters: dict[str, object]) -> None:
+    accepted = predictor.accepted_parameters
+    if accepted is None:
+        return
+    unknown = sorted(set(parameters) - accepted)
+    if unknown:
+        allowed = f" Allowed: {', '.join(sorted(accepted))}." if accepted else ""
+        raise InvalidArgument(
+            f"Invalid JSON payload received. Unknown name(s) {', '.join(map(repr, unknown))}: "
+            f"{'this framework accepts' if accepted else 'built-in frameworks accept'} only "
+            f"'instances' in a prediction request.{allowed}"
+        )
+
+
+def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> PredictResponse:
+    version, predictor = resolve(emu, caller, ref, predict_permission(ref))
+    check_parameters(predictor, req.parameters)
+    predictions = predictor.predict(req.instances, **req.parameters)
+    _touch(emu, version)
+    return PredictResponse(predictions=predictions, version_name=version.name)
+
+
+def _touch(emu: Emulator, version: Version) -> None:
+    now = time.monotonic()
+    if now - _last_use.get(version.name, -LAST_USE_INTERVAL_S) < LAST_USE_INTERVAL_S:
+        return
+    _last_use[version.name] = now
+    with emu.store.transaction():
+        current = emu.store.get_version(version.name)
+        if current is not None and current.uid == version.uid:
+            current.last_use_time = now_rfc3339()
+            emu.store.put_version(current)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's curl examples against `make serve` (127.0.0.1:8080 unless MLEMU_URL is set).
+set -eu
+URL=${MLEMU_URL:-http://127.0.0.1:8080}
+set -x
+curl -sS -X POST "$URL/v1/projects/demo/models/iris:predict" \
+  -H 'Content-Type: application/json' -d '{"instances": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}'
+curl -sS -X POST "$URL/v1/projects/demo/models/iris/versions/v2:predict" \
+  -H 'Content-Type: application/json' -d '{"instances": [[5.1, 3.5, 1.4, 0.2]]}'
+curl -sS -X POST "$URL/v1/projects/demo/models/census_xgb:predict" \
+  -H 'Content-Type: application/json' -d '{"instances": [[0.0, 1.1, NaN], [1.5, null, -0.3]]}'
+curl -sS -X POST "$URL/v1/projects/demo/models/threshold:predict" \
+  -H 'Content-Type: application/json' -d '{"instances": [[5.1, 3.5, 1.4, 0.2]], "threshold": 0.7}'

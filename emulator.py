@@ -1,0 +1,63 @@
+"""The Emulator: one object holding an instance's settings, store, deployments and policy.
+
+`create_app` (and the gRPC server) build one with `build_emulator(settings)` and pass it to every
+use case; nothing below the adapters reaches for globals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+import predictors
+from registry import bootstrap
+from registry.deployments import Deployments
+from registry.store import Store, open_store
+from settings import Settings
+
+log = logging.getLogger("mlemu")
+
+
+@dataclasses.dataclass
+class Emulator:
+    settings: Settings
+    store: Store
+    deployments: Deployments
+    policy: Any = None
+    started_at: float = dataclasses.field(default_factory=time.time)
+    #: Version names declared by the bootstrap file (readiness waits for these to load).
+    bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
+    warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def warm_up(self) -> None:
+        """Load every READY bootstrap version so the first request does not pay for it."""
+        try:
+            for name in self.bootstrap_versions:
+                version = self.store.get_version(name)
+                if version is not None and version.state == "READY":
+                    try:
+                        self.deployments.get(version)
+                    except Exception as exc:  # noqa: BLE001 - report, keep warming the rest
+                        log.warning("could not load %s: %s", name, exc)
+        finally:
+            self.warmed.set()
+
+    def is_ready(self) -> bool:
+        return self.warmed.is_set()
+
+
+def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.database_url, settings.state_dir)
+    predictors.configure(xgboost_nthread=settings.xgboost_nthread)
+    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"))
+    if settings.config_file is not None:
+        emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+    if warm:
+        threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
+    else:
+        emu.warmed.set()
+    return emu

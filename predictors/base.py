@@ -1,0 +1,55 @@
+"""The Predictor contract: AI Platform's custom prediction routine interface.
+
+Built-in frameworks implement it directly; user classes are wrapped by predictors/custom.py so
+that user code written for AI Platform runs unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One named input or output as the serving protocols describe it.
+
+    `datatype` uses the Open Inference Protocol names (FP32, INT64, BYTES, ...); -1 in `shape`
+    marks a variable dimension (the batch dimension is always first).
+    """
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+
+
+class Predictor(abc.ABC):
+    """Load once with from_path, then predict many times, possibly from several threads."""
+
+    #: The ml v1 Version.framework this class serves ("" for custom code).
+    framework: ClassVar[str] = ""
+    #: Request keys besides `instances` passed through as predict kwargs; None accepts any.
+    accepted_parameters: ClassVar[frozenset[str] | None] = frozenset()
+
+    @classmethod
+    @abc.abstractmethod
+    def from_path(cls, model_dir: str) -> Predictor:
+        """Load the model stored in the local directory `model_dir`."""
+
+    @abc.abstractmethod
+    def predict(self, instances: list[Any], **kwargs: Any) -> Any:
+        """Predictions for `instances`, in order, as JSON-ready Python values."""
+
+    def signature(self) -> Signature:
+        """Inputs and outputs for metadata endpoints; empty when the model cannot tell."""
+        return Signature()
+
+    def close(self) -> None:
+        """Release resources when the version is undeployed."""

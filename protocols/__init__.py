@@ -1,0 +1,1 @@
+"""Wire protocols: one Flask blueprint per serving protocol, all calling dataplane.predict."""

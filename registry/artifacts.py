@@ -1,0 +1,94 @@
+"""Where a version's files come from: deploymentUri / packageUris to local paths.
+
+Local paths and file:// URIs are used in place. Custom predictor packages (a source distribution
+`.tar.gz`, a wheel, or a directory) are unpacked once into the state directory's package cache,
+keyed by the file's content hash, and the import root of each is returned; nothing is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.parse
+import zipfile
+from pathlib import Path
+
+from errors import ModelLoadError
+
+
+def resolve_uri(uri: str, base_dir: str | None = None) -> str:
+    """A local filesystem path for `uri` (relative paths are taken from `base_dir` or the cwd)."""
+    if not uri:
+        raise ModelLoadError("deploymentUri is required.")
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme == "file":
+        path = urllib.parse.unquote(parsed.path)
+    elif parsed.scheme == "gs":
+        raise ModelLoadError(
+            f"Cannot read {uri}: gs:// URIs are not supported by this build of mlemu; "
+            "use a local path or a file:// URI."
+        )
+    elif parsed.scheme and len(parsed.scheme) > 1:  # one letter would be a Windows drive
+        raise ModelLoadError(f"Unsupported URI scheme {parsed.scheme!r} in {uri}.")
+    else:
+        path = uri
+    if not os.path.isabs(path):
+        path = os.path.join(base_dir or os.getcwd(), path)
+    return os.path.normpath(path)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:24]
+
+
+def _import_root(tree: Path) -> Path:
+    """Where a package's modules live: its src/ folder for src layouts, else its top folder."""
+    entries = [p for p in tree.iterdir() if not p.name.startswith(".")]
+    if len(entries) == 1 and entries[0].is_dir() and not (entries[0] / "__init__.py").exists():
+        tree = entries[0]  # an sdist unpacks into NAME-VERSION/
+    src = tree / "src"
+    if src.is_dir() and ((tree / "setup.py").exists() or (tree / "pyproject.toml").exists()):
+        return src
+    return tree
+
+
+def unpack_package(path: str, cache_dir: Path) -> str:
+    """The import root of a custom predictor package at local `path`."""
+    source = Path(path)
+    if source.is_dir():
+        return str(_import_root(source))
+    if not source.is_file():
+        raise ModelLoadError(f"Package {path} does not exist.")
+    name = source.name
+    if not (name.endswith((".tar.gz", ".tgz", ".whl", ".zip"))):
+        raise ModelLoadError(
+            f"Package {path} is not a source distribution (.tar.gz), a wheel (.whl) or a directory."
+        )
+    target = cache_dir / f"{_digest(source)}-{name}"
+    if not target.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".unpack-"))
+        try:
+            if name.endswith(".whl") or name.endswith(".zip"):
+                with zipfile.ZipFile(source) as zf:
+                    zf.extractall(staging)
+            else:
+                with tarfile.open(source) as tf:
+                    tf.extractall(staging, filter="data")
+            try:
+                os.rename(staging, target)  # atomic: concurrent workers race harmlessly
+            except OSError:
+                if not target.exists():
+                    raise
+        except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+            raise ModelLoadError(f"Could not unpack package {path}: {exc}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return str(_import_root(target))

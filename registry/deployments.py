@@ -1,0 +1,83 @@
+"""The per-process cache of loaded predictors, keyed by version name.
+
+A version is loaded on first use (or by warm-up) and reused until the store shows a different
+incarnation of that name (its `uid` changed: deleted and re-created) or it is dropped. Loading
+happens once per version even when many threads ask at once. A failed load is remembered for
+the same incarnation so a broken model does not reload on every request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import predictors
+from errors import ApiError, ModelLoadError
+from predictors.base import Predictor
+from registry import artifacts
+from registry.resources import Version
+
+Loader = Callable[[Version], Predictor]
+
+
+class Deployments:
+    def __init__(self, package_cache: Path, loader: Loader | None = None) -> None:
+        self._package_cache = package_cache
+        self._loader = loader or self.load_version
+        self._entries: dict[str, tuple[str, Predictor | ApiError]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def load_version(self, version: Version) -> Predictor:
+        """Resolve a version's artifacts and build its predictor (no caching)."""
+        model_dir = artifacts.resolve_uri(version.deployment_uri)
+        roots = [
+            artifacts.unpack_package(artifacts.resolve_uri(uri), self._package_cache)
+            for uri in version.package_uris
+        ]
+        predictor, _ = predictors.load(
+            model_dir, version.framework or None, version.prediction_class or None, roots
+        )
+        return predictor
+
+    def get(self, version: Version) -> Predictor:
+        entry = self._entries.get(version.name)
+        if entry is None or entry[0] != version.uid:
+            entry = self._load(version)
+        value = entry[1]
+        if isinstance(value, ApiError):
+            raise value
+        return value
+
+    def _load(self, version: Version) -> tuple[str, Predictor | ApiError]:
+        with self._guard:
+            lock = self._locks.setdefault(version.name, threading.Lock())
+        with lock:
+            entry = self._entries.get(version.name)
+            if entry is not None and entry[0] == version.uid:
+                return entry  # another thread loaded it meanwhile
+            value: Predictor | ApiError
+            try:
+                value = self._loader(version)
+            except ApiError as exc:
+                value = exc
+            except Exception as exc:  # noqa: BLE001 - a loader bug must not leak a traceback
+                value = ModelLoadError(f"Could not load the model: {type(exc).__name__}: {exc}")
+            if entry is not None and not isinstance(entry[1], ApiError):
+                entry[1].close()
+            entry = (version.uid, value)
+            self._entries[version.name] = entry
+            return entry
+
+    def drop(self, name: str) -> None:
+        entry = self._entries.pop(name, None)
+        if entry is not None and not isinstance(entry[1], ApiError):
+            entry[1].close()
+
+    def loaded(self) -> dict[str, Predictor]:
+        return {n: e[1] for n, e in self._entries.items() if not isinstance(e[1], ApiError)}
+
+    def is_loaded(self, version: Version) -> bool:
+        entry = self._entries.get(version.name)
+        return entry is not None and entry[0] == version.uid and not isinstance(entry[1], ApiError)

@@ -1,0 +1,57 @@
+"""Resolving what a prediction request names to the READY version that serves it."""
+
+from __future__ import annotations
+
+from errors import FailedPrecondition, NotFound, field_violation
+from payloads import ModelRef
+from registry.resources import Model, Version
+from registry.store import Store
+
+
+def model_not_found(model: str) -> NotFound:
+    description = (
+        f'The model resource: "{model}" was not found. Please create the model resource first '
+        f"by using 'gcloud ai-platform models create {model}'."
+    )
+    return NotFound(f"Field: name Error: {description}", details=field_violation("name", description))
+
+
+def version_not_found(name: str) -> NotFound:
+    description = f"The specified model version was not found: {name}."
+    return NotFound(f"Field: name Error: {description}", details=field_violation("name", description))
+
+
+def get_model(store: Store, ref: ModelRef) -> Model:
+    model = store.get_model(ref.model_name)
+    if model is None:
+        raise model_not_found(ref.model)
+    return model
+
+
+def serving_version(store: Store, ref: ModelRef) -> Version:
+    """The version a predict call runs: the named one, or the model's default; READY only."""
+    model = get_model(store, ref)
+    if ref.version is not None:
+        version = store.get_version(ref.resource_name)
+        if version is None:
+            raise version_not_found(ref.resource_name)
+    else:
+        if not model.default_version:
+            description = (
+                f"The model {ref.model_name} has no default version. Create a version or "
+                "name one in the request."
+            )
+            raise FailedPrecondition(
+                f"Field: name Error: {description}", details=field_violation("name", description)
+            )
+        name = f"{ref.model_name}/versions/{model.default_version}"
+        version = store.get_version(name)
+        if version is None:
+            raise version_not_found(name)
+    if version.state != "READY":
+        detail = f": {version.error_message}" if version.error_message else "."
+        raise FailedPrecondition(
+            f"Version {version.name} is not ready for prediction; its state is {version.state}"
+            + detail
+        )
+    return version

@@ -1,0 +1,110 @@
+"""Shared fixtures: an in-process app factory and a live gunicorn server factory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from settings import Settings  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Callable[..., Any]:
+    """make_app(config=None, **settings) -> a Flask test client over a fresh state dir."""
+    from app import create_app
+
+    def factory(config: Path | None = None, **changes: Any) -> Any:
+        settings = Settings(state_dir=tmp_path / "state", config_file=config).replace(**changes)
+        flask_app = create_app(settings, warm=False)
+        client = flask_app.test_client()
+        client.emu = flask_app.extensions["mlemu"]  # type: ignore[attr-defined]
+        return client
+
+    return factory
+
+
+class LiveServer:
+    def __init__(self, url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.url = url
+        self.proc = proc
+        self.log = log
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(state_dir: Path, config: Path | None = None, workers: int = 1,
+                 env: dict[str, str] | None = None, port: int | None = None,
+                 timeout: float = 60.0) -> LiveServer:
+    port = port or free_port()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log = state_dir / f"server-{port}.log"
+    cmd = [sys.executable, str(ROOT / "app.py"), "serve", "--port", str(port),
+           "--workers", str(workers), "--state-dir", str(state_dir)]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    full_env = {**os.environ, **(env or {})}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            if requests.get(url + "/readyz", timeout=1).status_code == 200:
+                return LiveServer(url, proc, log)
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    stop_server(proc)
+    raise RuntimeError(f"server did not become ready in {timeout}s:\n{log.read_text()}")
+
+
+def stop_server(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """live_server(config=None, workers=1, env=None) -> a running `app.py serve` (gunicorn)."""
+    started: list[LiveServer] = []
+
+    def factory(config: Path | None = None, workers: int = 1, env: dict[str, str] | None = None,
+                state_dir: Path | None = None, port: int | None = None) -> LiveServer:
+        server = start_server(state_dir or tmp_path / "live-state", config, workers, env, port)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        stop_server(server.proc)
