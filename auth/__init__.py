@@ -40,3 +40,7 @@ def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> 
     if emu.settings.iam_mode == "off":
         return
     raise denied(permission, resource)
+
+
+def on_model_created(emu: Emulator, caller: Caller, model_name: str) -> None:
+    """Called by models.create: the creator gets roles/ml.modelOwner on the model (IAM issue)."""
