@@ -33,6 +33,7 @@ from payloads import Caller
 from protocols import _grps as grps
 from protocols._grpsmsg import (
     GrpsMessage,
+    grps_pb2,
     Prediction,
     failure,
     first_tensor_values,
@@ -133,6 +134,7 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     if "bin_data" in data:
         raise InvalidArgument("bin_data should use application/octet-stream format.")
     ndarray = data.pop("ndarray", None)
+    _check_dtypes(data)
     try:
         message = json_format.ParseDict(data, GrpsMessage(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
@@ -140,6 +142,18 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     if ndarray is not None:
         message.gtensors.CopyFrom(ndarray_to_gtensors(ndarray))
     return message
+
+
+def _check_dtypes(data: dict[str, Any]) -> None:
+    """Unknown enum names would silently become DT_INVALID under ignore_unknown_fields."""
+    gtensors = data.get("gtensors")
+    tensors = gtensors.get("tensors") if isinstance(gtensors, dict) else None
+    for index, tensor in enumerate(tensors if isinstance(tensors, list) else []):
+        dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
+        if isinstance(dtype, str) and dtype not in grps_pb2.DataType.keys():
+            raise InvalidArgument(
+                f"gtensors[{index}]: unknown dtype {dtype!r}; expected one of "
+                f"{', '.join(grps_pb2.DataType.keys()[1:])}.")
 
 
 @bp.post("/infer/predict")

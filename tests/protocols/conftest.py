@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from tests import modelkit
@@ -61,7 +63,9 @@ def build_models(root: Path) -> dict[str, Any]:
     modelkit.xgboost_model(root / "xgb", features=3)
     package = modelkit.custom_package(root / "pkg", "echo_predictor", ECHO_SOURCE, kind="dir")
     modelkit.custom_model_dir(root / "echo")
+    (root / "empty").mkdir()
     return {
+        "broken": {"versions": {"v1": {"deploymentUri": str(root / "empty")}}},  # FAILED: no model
         "sk": {"defaultVersion": "v1", "versions": {
             "v1": {"deploymentUri": str(root / "sk_v1"), "framework": "SCIKIT_LEARN"},
             "v2": {"deploymentUri": str(root / "sk_v2"), "framework": "SCIKIT_LEARN"}}},
@@ -79,13 +83,31 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
     return root, build_models(root)
 
 
-@pytest.fixture(scope="module")
-def server(models: tuple[Path, dict[str, Any]]) -> Iterator[LiveServer]:
-    """One live `app.py serve` (gunicorn + gRPC) per test module."""
+def start_protocol_server(models: tuple[Path, dict[str, Any]],
+                          env: dict[str, str] | None = None) -> LiveServer:
+    """`app.py serve` with HTTP and gRPC, returned once both have loaded every model."""
     root, entries = models
     config = modelkit.bootstrap_file(root / "bootstrap.yaml", entries, project=PROJECT)
     live = start_server(root / "state", config, grpc_port=free_port(),
-                        env={"MLEMU_PROJECT": PROJECT})
+                        env={"MLEMU_PROJECT": PROJECT, **(env or {})})
+    assert live.grpc_target
+    # The gRPC process warms up on its own: wait for V2 ServerReady (b"\x08\x01": ready=true).
+    with grpc.insecure_channel(live.grpc_target) as channel:
+        ready = channel.unary_unary("/inference.GRPCInferenceService/ServerReady",
+                                    request_serializer=bytes, response_deserializer=bytes)
+        deadline = time.monotonic() + 60
+        while ready(b"", timeout=5) != b"\x08\x01":
+            if time.monotonic() > deadline:
+                stop_server(live.proc)
+                raise RuntimeError(f"gRPC server not ready:\n{live.output()}")
+            time.sleep(0.1)
+    return live
+
+
+@pytest.fixture(scope="module")
+def server(models: tuple[Path, dict[str, Any]]) -> Iterator[LiveServer]:
+    """One live `app.py serve` (gunicorn + gRPC) per test module."""
+    live = start_protocol_server(models)
     yield live
     stop_server(live.proc)
 

@@ -1,0 +1,224 @@
+"""Open Inference Protocol V2 with the real tritonclient (HTTP and gRPC) against a live server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+import requests
+import tritonclient.grpc as tgrpc
+import tritonclient.http as thttp
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import LiveServer
+from tests.protocols.conftest import in_process
+
+pytestmark = pytest.mark.slow
+
+SK_ROWS = [[0.5, -1.0, 2.0, 0.1], [-1.5, 0.3, 0.0, 1.0], [2.0, 2.0, -2.0, 0.5]]
+XGB_ROWS = [[0.5, -1.0, 2.0], [-1.5, 0.3, float("nan")], [2.0, 2.0, -2.0]]
+TEXTS = ["good great", "awful terrible bad", "fine"]
+
+
+@pytest.fixture(scope="module", params=["http", "grpc"])
+def triton(request: pytest.FixtureRequest, server: LiveServer) -> Any:
+    """(client module, client) for each transport."""
+    if request.param == "http":
+        return thttp, thttp.InferenceServerClient(server.url.removeprefix("http://"))
+    assert server.grpc_target
+    return tgrpc, tgrpc.InferenceServerClient(server.grpc_target)
+
+
+def infer_input(module: Any, name: str, array: np.ndarray, datatype: str, binary: bool) -> Any:
+    tensor = module.InferInput(name, list(array.shape), datatype)
+    if module is thttp:
+        tensor.set_data_from_numpy(array, binary_data=binary)
+    else:  # tritonclient.grpc always sends raw_input_contents (typed contents: see below)
+        tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def requested(module: Any, name: str, binary: bool) -> Any:
+    if module is thttp:
+        return module.InferRequestedOutput(name, binary_data=binary)
+    return module.InferRequestedOutput(name)
+
+
+def metadata(module: Any, client: Any, *args: Any) -> dict[str, Any]:
+    if module is thttp:
+        return dict(client.get_model_metadata(*args) if args else client.get_server_metadata())
+    if args:
+        return dict(client.get_model_metadata(*args, as_json=True))
+    return dict(client.get_server_metadata(as_json=True))
+
+
+def test_server_live_and_ready(triton: Any) -> None:
+    _, client = triton
+    assert client.is_server_live() is True
+    assert client.is_server_ready() is True
+
+
+def test_model_ready_true_and_false_for_unknown(triton: Any) -> None:
+    _, client = triton
+    assert client.is_model_ready("sk") is True
+    assert client.is_model_ready("sk", "v2") is True
+    assert client.is_model_ready("xgb") is True
+    assert client.is_model_ready("no_such_model") is False
+    assert client.is_model_ready("sk", "v9") is False
+    assert client.is_model_ready("broken") is False  # its version FAILED: no model file
+
+
+def test_server_metadata(triton: Any) -> None:
+    module, client = triton
+    meta = metadata(module, client)
+    assert meta["name"] == "mlemu"
+    assert meta["version"]
+    assert "binary_tensor_data" in meta["extensions"]
+
+
+def test_model_metadata_from_the_models(triton: Any) -> None:
+    module, client = triton
+    sk = metadata(module, client, "sk")
+    assert sk["name"] == "sk"
+    assert sorted(sk["versions"]) == ["v1", "v2"]
+    assert sk["platform"] == "sklearn"
+    assert [(t["name"], t["datatype"], [int(d) for d in t["shape"]]) for t in sk["inputs"]] == [
+        ("input-0", "FP64", [-1, 4])]
+    assert [(t["name"], t["datatype"], [int(d) for d in t["shape"]]) for t in sk["outputs"]] == [
+        ("output-0", "INT64", [-1])]
+    xgb = metadata(module, client, "xgb", "v1")
+    assert xgb["platform"] == "xgboost"
+    assert [int(d) for d in xgb["inputs"][0]["shape"]] == [-1, 3]
+    assert xgb["inputs"][0]["datatype"] == xgb["outputs"][0]["datatype"] == "FP32"
+    with pytest.raises(InferenceServerException, match="was not found"):
+        metadata(module, client, "no_such_model")
+
+
+CASES = [
+    # (model, version, model dir, rows, input datatype, numpy dtype, output datatype)
+    ("sk", "", "sk_v1", SK_ROWS, "FP64", np.float64, "INT64"),
+    ("sk", "v1", "sk_v1", SK_ROWS, "FP32", np.float32, "INT64"),
+    ("sk", "v2", "sk_v2", [[1, -2, 3, 0], [0, 0, -1, 2]], "INT64", np.int64, "INT64"),
+    ("text", "", "text", TEXTS, "BYTES", np.object_, "BYTES"),
+    ("xgb", "", "xgb", XGB_ROWS, "FP32", np.float32, "FP32"),
+    ("xgb", "v1", "xgb", XGB_ROWS, "FP64", np.float64, "FP32"),
+]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}{c[1]}-{c[4]}" for c in CASES])
+def test_infer_equals_in_process_predictions(triton: Any, models: Any, case: Any,
+                                             binary: bool) -> None:
+    module, client = triton
+    root, _ = models
+    model, version, directory, rows, datatype, dtype, out_type = case
+    if dtype is np.object_:
+        array = np.array([r.encode() for r in rows], dtype=np.object_)
+    else:
+        array = np.array(rows, dtype=dtype)
+    result = client.infer(model, [infer_input(module, "x", array, datatype, binary)],
+                          model_version=version, request_id="req-7",
+                          outputs=[requested(module, "output-0", binary)])
+    expected = in_process(root / directory, rows if dtype is not np.object_ else TEXTS)
+    got = result.as_numpy("output-0")
+    out = result.get_output("output-0")
+    assert (out["datatype"] if module is thttp else out.datatype) == out_type
+    if out_type == "BYTES":
+        assert [v.decode() if isinstance(v, bytes) else v for v in got] == expected
+    else:
+        np.testing.assert_array_equal(got, np.asarray(expected, dtype=got.dtype))
+    response = result.get_response()
+    assert (response["id"] if module is thttp else response.id) == "req-7"
+    assert (response["model_version"] if module is thttp else response.model_version) == (
+        version or "v1")
+
+
+def test_infer_without_outputs_returns_all(triton: Any, models: Any) -> None:
+    module, client = triton
+    array = np.array(XGB_ROWS, dtype=np.float32)
+    result = client.infer("xgb", [infer_input(module, "input-0", array, "FP32", True)])
+    np.testing.assert_array_equal(
+        result.as_numpy("output-0"),
+        np.asarray(in_process(models[0] / "xgb", XGB_ROWS), dtype=np.float32))
+
+
+def test_request_parameters_reach_a_custom_predictor(triton: Any) -> None:
+    module, client = triton
+    array = np.array([[1.0, 2.0], [3.0, 4.0]])
+    result = client.infer("echo", [infer_input(module, "x", array, "FP64", True)],
+                          parameters={"scale": 10})
+    np.testing.assert_array_equal(result.as_numpy("output-0"), [30.0, 70.0])
+
+
+def test_errors_raise_with_the_servers_message(triton: Any, server: LiveServer) -> None:
+    module, client = triton
+    wrong = np.array([[1.0, 2.0]], dtype=np.float64)  # sk wants 4 features
+    body = {"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP64", "data": [1.0, 2.0]}]}
+    http_error = requests.post(f"{server.url}/v2/models/sk/infer", json=body, timeout=10)
+    assert http_error.status_code == 400
+    message = http_error.json()["error"]
+    assert message.startswith("Prediction failed: Exception during sklearn prediction")
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("sk", [infer_input(module, "x", wrong, "FP64", False)])
+    assert caught.value.message() == message
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("no_such_model", [infer_input(module, "x", wrong, "FP64", True)])
+    assert caught.value.message() == requests.post(
+        f"{server.url}/v2/models/no_such_model/infer", json=body, timeout=10).json()["error"]
+    with pytest.raises(InferenceServerException, match="unknown output name"):
+        client.infer("xgb", [infer_input(module, "x", np.zeros((1, 3), np.float32), "FP32", True)],
+                     outputs=[requested(module, "nope", True)])
+
+
+def test_http_compressed_request_and_response(server: LiveServer, models: Any) -> None:
+    client = thttp.InferenceServerClient(server.url.removeprefix("http://"))
+    array = np.array(SK_ROWS, dtype=np.float64)
+    expected = in_process(models[0] / "sk_v1", SK_ROWS)
+    for algorithm in ("gzip", "deflate"):
+        result = client.infer("sk", [infer_input(thttp, "x", array, "FP64", True)],
+                              request_compression_algorithm=algorithm,
+                              response_compression_algorithm=algorithm)
+        assert result.as_numpy("output-0").tolist() == expected
+
+
+def test_grpc_typed_contents_and_messages_over_4_mib(server: LiveServer, models: Any) -> None:
+    assert server.grpc_target
+    limit = 256 * 1024 * 1024
+    with grpc.insecure_channel(server.grpc_target, options=[
+            ("grpc.max_send_message_length", limit),
+            ("grpc.max_receive_message_length", limit)]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelInferRequest(model_name="sk", id="typed")
+        tensor = request.inputs.add(name="x", datatype="FP64", shape=[3, 4])
+        tensor.contents.fp64_contents.extend(np.asarray(SK_ROWS).reshape(-1).tolist())
+        response = stub.ModelInfer(request, timeout=30)
+        assert response.id == "typed"
+        assert np.frombuffer(response.raw_output_contents[0], "<i8").tolist() == in_process(
+            models[0] / "sk_v1", SK_ROWS)
+        rows = np.random.default_rng(3).normal(size=(200_000, 4))  # 6.4 MB of FP64
+        big = service_pb2.ModelInferRequest(model_name="sk")
+        big.inputs.add(name="x", datatype="FP64", shape=list(rows.shape))
+        big.raw_input_contents.append(rows.astype("<f8").tobytes())
+        assert big.ByteSize() > 4 * 1024 * 1024
+        answer = stub.ModelInfer(big, timeout=60)
+        got = np.frombuffer(answer.raw_output_contents[0], "<i8")
+        assert got.shape == (200_000,)
+        assert got[:50].tolist() == in_process(models[0] / "sk_v1", rows[:50].tolist())
+
+
+def test_v2_rest_server_and_model_not_ready(server: LiveServer) -> None:
+    assert requests.get(f"{server.url}/v2/health/live", timeout=5).json() == {"live": True}
+    ready = requests.get(f"{server.url}/v2/health/ready", timeout=5)
+    assert (ready.status_code, ready.json()) == (200, {"ready": True})
+    model = requests.get(f"{server.url}/v2/models/sk/versions/v2/ready", timeout=5)
+    assert (model.status_code, model.json()) == (200, {"name": "sk", "ready": True})
+    unknown = requests.get(f"{server.url}/v2/models/no_such_model/ready", timeout=5)
+    assert unknown.status_code == 404
+    assert unknown.headers["Content-Type"] == "application/json"
+    assert "no_such_model" in unknown.json()["error"]
+
+    broken = requests.get(f"{server.url}/v2/models/broken/ready", timeout=5)
+    assert (broken.status_code, broken.json()) == (503, {"name": "broken", "ready": False})
