@@ -6,8 +6,12 @@ when it is missing or older than a .proto, so a plain `pytest` or `python grpc_s
 clean checkout works too; the build writes to a temporary directory and renames it into place, so
 processes starting together never see half-written modules.
 
-protoc writes `import grps_pb2 as ...` in the *_pb2_grpc.py modules; the build rewrites those to
-package-relative imports so the modules live inside `protocols._generated`.
+Two rewrites after protoc: `import grps_pb2 as ...` in the *_pb2_grpc.py modules becomes a
+package-relative import (the modules live inside `protocols._generated`), and each *_pb2 module
+registers its file in a private descriptor pool instead of protobuf's default one. The V2 messages
+are `inference.*`, exactly the names tritonclient registers from Triton's grpc_service.proto (and
+grps clients register `grps.protos.v1.*`); in the default pool, importing both in one process
+fails with "duplicate symbol".
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ def build() -> None:
                     f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", str(PROTO_DIR / name)]
             if protoc.main(args) != 0:
                 raise RuntimeError(f"protoc failed on protos/{name}")
+        for module in tmp.glob("*_pb2.py"):
+            text = module.read_text()
+            module.write_text(text.replace("_descriptor_pool.Default()",
+                                           "_descriptor_pool.DescriptorPool()", 1))
         for grpc_module in tmp.glob("*_pb2_grpc.py"):
             text = grpc_module.read_text()
             text = re.sub(r"^import (\w+_pb2) as ", r"from . import \1 as ", text, flags=re.M)

@@ -33,10 +33,10 @@ from payloads import Caller
 from protocols import _grps as grps
 from protocols._grpsmsg import (
     GrpsMessage,
-    grps_pb2,
     Prediction,
     failure,
     first_tensor_values,
+    grps_pb2,
     ndarray_to_gtensors,
     ok,
 )
@@ -150,7 +150,7 @@ def _check_dtypes(data: dict[str, Any]) -> None:
     tensors = gtensors.get("tensors") if isinstance(gtensors, dict) else None
     for index, tensor in enumerate(tensors if isinstance(tensors, list) else []):
         dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
-        if isinstance(dtype, str) and dtype not in grps_pb2.DataType.keys():
+        if isinstance(dtype, str) and dtype not in grps_pb2.DataType.keys():  # noqa: SIM118 - an EnumTypeWrapper
             raise InvalidArgument(
                 f"gtensors[{index}]: unknown dtype {dtype!r}; expected one of "
                 f"{', '.join(grps_pb2.DataType.keys()[1:])}.")

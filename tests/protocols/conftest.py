@@ -17,6 +17,12 @@ PROJECT = "mlemu"  # the default project the protocols serve
 
 #: A custom predictor exercising the grps payload kinds and streaming.
 ECHO_SOURCE = '''
+def double(value):
+    if isinstance(value, list):
+        return [double(v) for v in value]
+    return value if isinstance(value, (str, bytes)) else value * 2
+
+
 class EchoPredictor:
     """Strings: upper-cased (\"stream: a b\" yields words one by one); bytes: reversed;
     objects: their keys sorted with values doubled; rows of numbers: their sums."""
@@ -34,7 +40,7 @@ class EchoPredictor:
         if isinstance(first, bytes):
             return [first[::-1]]
         if isinstance(first, dict):
-            return [{k: v * 2 if not isinstance(v, (str, bytes)) else v for k, v in sorted(first.items())}]
+            return [{k: double(v) for k, v in sorted(first.items())}]
         return [scale * sum(row) for row in instances]
 '''
 
