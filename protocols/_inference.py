@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import dataplane
 from errors import ApiError, Code, InvalidArgument
 from payloads import Caller, ModelRef
-from predictors.base import Predictor
 from protocols._tensors import Tensor, from_predictions, to_array, to_instances
-from registry.resources import Version
 
 if TYPE_CHECKING:
     from emulator import Emulator
+    from predictors.base import Predictor
+    from registry.resources import Version
 
 SERVER_NAME = "mlemu"
 SERVER_VERSION = "0.1.0"

@@ -180,6 +180,12 @@ def test_grpc_whole_sequence(stub: Any, grps_server: LiveServer, models: Any) ->
     assert out.dtype == grps_pb2.DT_FLOAT32
     np.testing.assert_array_equal(np.asarray(out.flat_float32, dtype=np.float32),
                                   np.asarray(in_process(root / "xgb", XGB_ROWS), dtype=np.float32))
+    request = grps_pb2.GrpsMessage(model="text-v1")
+    request.gtensors.tensors.add(name="text", dtype=grps_pb2.DT_STRING, shape=[2],
+                                 flat_string=["good great", "awful bad"])
+    out = _ok(stub.Predict(request, timeout=10)).gtensors.tensors[0]
+    assert (out.dtype, list(out.flat_string)) == (grps_pb2.DT_STRING, in_process(
+        root / "text", ["good great", "awful bad"]))
     request = grps_pb2.GrpsMessage()
     request.gmap.s_i64["n"] = 2**40
     request.gmap.s_f["f"] = 0.25

@@ -118,3 +118,34 @@ def test_grps_without_a_default_model_asks_for_one(client: Any) -> None:
                       content_type="application/json")
     assert one.get_json() == {"status": {"code": 200, "msg": "OK", "status": "SUCCESS"},
                               "str_data": "X"}
+
+
+def test_bodies_over_the_message_limit_are_refused(make_app: Any, models: Any) -> None:
+    root, entries = models
+    config = modelkit.bootstrap_file(root / "inproc.yaml", entries, project=PROJECT)
+    small = make_app(config, max_message_bytes=2048)
+    body = {"inputs": [{"name": "x", "shape": [300, 4], "datatype": "FP64",
+                        "data": [1.5] * 1200}]}
+    response = infer(small, "sk", body)
+    assert response.status_code == 400
+    assert "exceeds the limit: 2048 bytes" in response.get_json()["error"]
+    grps = small.post("/grps/v1/infer/predict?model=echo", data=b"x" * 4096,
+                      content_type="application/octet-stream")
+    assert grps.status_code == 400 and grps.get_json()["status"]["status"] == "FAILURE"
+
+
+def test_permissions_are_checked_like_predict(make_app: Any, models: Any) -> None:
+    """IAM enforce mode without a grant: inference and metadata are denied, health is open."""
+    root, entries = models
+    config = modelkit.bootstrap_file(root / "inproc.yaml", entries, project=PROJECT)
+    enforced = make_app(config, iam_mode="enforce")
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]}
+    denied = infer(enforced, "sk", body)
+    assert denied.status_code == 403
+    assert "ml.models.predict" in denied.get_json()["error"]
+    assert "ml.versions.get" in enforced.get("/v2/models/sk/versions/v1").get_json()["error"]
+    assert enforced.get("/v2/health/live").status_code == 200
+    grps = enforced.post("/grps/v1/infer/predict?model=sk-v1", data=b'{"ndarray": [[1, 2, 3, 4]]}',
+                         content_type="application/json")
+    assert grps.status_code == 403
+    assert "ml.versions.predict" in grps.get_json()["status"]["msg"]
