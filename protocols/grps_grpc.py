@@ -39,26 +39,24 @@ class GrpsServicer(grps_pb2_grpc.GrpsServiceServicer):
     def _caller(self, context: grpc.ServicerContext) -> Caller:
         return auth.identify(self.emu, InvocationHeaders(context))
 
-    def _answer(self, produce: Callable[[], Any]) -> Any:
+    def _answer(self, produce: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """`produce`'s messages; a failure, as grps reports it, ends them."""
         try:
-            return produce()
-        except ApiError as exc:
-            return failure(exc)
-        except Exception:
-            log.exception("grps gRPC call failed unexpectedly")
-            return failure(Internal("Internal error encountered."))
-
-    def Predict(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._answer(lambda: Prediction(self.emu, self._caller(context), request, None).message())
-
-    def PredictStreaming(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        try:
-            yield from Prediction(self.emu, self._caller(context), request, None).stream()
+            yield from produce()
         except ApiError as exc:
             yield failure(exc)
         except Exception:
-            log.exception("grps gRPC streaming call failed unexpectedly")
+            log.exception("grps gRPC call failed unexpectedly")
             yield failure(Internal("Internal error encountered."))
+
+    def _one(self, produce: Callable[[], Any]) -> Any:
+        return next(self._answer(lambda: iter([produce()])))
+
+    def Predict(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._one(lambda: Prediction(self.emu, self._caller(context), request, None).message())
+
+    def PredictStreaming(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        return self._answer(lambda: Prediction(self.emu, self._caller(context), request, None).stream())
 
     def Online(self, request: Any, context: grpc.ServicerContext) -> Any:
         grps.set_online(self.emu, True)
@@ -77,7 +75,7 @@ class GrpsServicer(grps_pb2_grpc.GrpsServiceServicer):
         return failure(Unavailable("Service Unavailable"))
 
     def ServerMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._answer(lambda: ok(GrpsMessage(
+        return self._one(lambda: ok(GrpsMessage(
             str_data=grps.server_metadata(self.emu, self._caller(context)))))
 
     def ModelMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -88,4 +86,4 @@ class GrpsServicer(grps_pb2_grpc.GrpsServiceServicer):
             return ok(GrpsMessage(str_data=grps.model_metadata(self.emu, self._caller(context),
                                                                selector)))
 
-        return self._answer(produce)
+        return self._one(produce)
