@@ -39,7 +39,8 @@ def main() -> None:
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 3},
                         xgb.DMatrix(features, label=labels, missing=np.nan), num_boost_round=20)
     (OUT / "census_xgb").mkdir(exist_ok=True)
-    booster.save_model(OUT / "census_xgb" / "model.bst")
+    booster.save_model(OUT / "census_xgb" / "model.ubj")
+    (OUT / "census_xgb" / "model.ubj").rename(OUT / "census_xgb" / "model.bst")
 
     (OUT / "threshold").mkdir(exist_ok=True)
     with open(OUT / "threshold" / "model.pkl", "wb") as f:
