@@ -1,4 +1,7 @@
-"""Train the demo models `make serve` bundles, into demo/models/ (skipped when present)."""
+"""Train the demo models `make serve` bundles into the local state folder (skipped when present).
+
+They land in mlemu-state/demo-models/, which demo/bootstrap.yaml points at.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-OUT = Path(__file__).resolve().parent / "models"
+OUT = Path(__file__).resolve().parent.parent / "mlemu-state" / "demo-models"
 
 
 def main() -> None:

@@ -177,3 +177,19 @@ def test_unknown_routes_and_methods_answer_json(client):
 def test_health_probes(client):
     assert client.get("/healthz").json["status"] == "ok"
     assert client.get("/readyz").status_code == 200
+
+
+def test_warm_up_marks_an_unloadable_bootstrap_version_failed(make_app, tmp_path):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "model.joblib").write_bytes(b"corrupt")
+    modelkit.sklearn_model(tmp_path / "good")
+    config = modelkit.bootstrap_file(tmp_path / "b.yaml", {
+        "bad": {"versions": {"v1": {"deploymentUri": "bad"}}},
+        "good": {"versions": {"v1": {"deploymentUri": "good"}}}})
+    client = make_app(config)
+    client.emu.warm_up()
+    version = client.emu.store.get_version("projects/p/models/bad/versions/v1")
+    assert version.state == "FAILED" and "Could not load the model" in version.error_message
+    resp = post(client, "/v1/projects/p/models/bad:predict", {"instances": ROW})
+    assert "Could not load the model" in google_error(resp, 400, "FAILED_PRECONDITION")
+    assert post(client, "/v1/projects/p/models/good:predict", {"instances": ROW}).status_code == 200
