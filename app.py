@@ -90,7 +90,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
-    (ROOT / settings.grps_online_path).unlink(missing_ok=True)  # grps starts offline
+    settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
     if settings.grpc_port:
         import supervisor
 

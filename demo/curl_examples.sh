@@ -12,7 +12,7 @@ curl -sS -X POST "$URL/v1/projects/demo/models/census_xgb:predict" \
 curl -sS -X POST "$URL/v1/projects/demo/models/threshold:predict" \
   -H 'Content-Type: application/json' -d '{"instances": [[5.1, 3.5, 1.4, 0.2]], "threshold": 0.7}'
 # Open Inference Protocol V2 and grps (`make serve` sets MLEMU_PROJECT=demo: they name no project)
-curl -sS -X POST "$URL/v2/models/iris/infer" -d '{"id": "1", "inputs": [{"name": "x", "shape": [2, 4],
-  "datatype": "FP64", "data": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}]}'
-curl -sS -X POST "$URL/grps/v1/infer/predict?model=iris-v2" -H 'Content-Type: application/json' \
-  -d '{"gtensors": {"tensors": [{"name": "x", "dtype": "DT_FLOAT64", "shape": [1, 4], "flat_float64": [5.1, 3.5, 1.4, 0.2]}]}}'
+curl -sS -X POST "$URL/v2/models/iris/infer" \
+  -H 'Content-Type: application/json' -d '{"id": "1", "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP64", "data": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}]}'
+curl -sS -X POST "$URL/grps/v1/infer/predict?model=iris-v2" \
+  -H 'Content-Type: application/json' -d '{"gtensors": {"tensors": [{"name": "x", "dtype": "DT_FLOAT64", "shape": [1, 4], "flat_float64": [5.1, 3.5, 1.4, 0.2]}]}}'
