@@ -102,11 +102,37 @@ def _element_ok(datatype: str, value: Any) -> bool:
     return isinstance(value, (int, float))
 
 
+_KINDS = {"BOOL": "b", "INT": "iu", "UINT": "iu", "FP": "iuf"}
+
+
+def _numeric_fast_path(datatype: str, shape: tuple[int, ...], values: Any) -> np.ndarray | None:
+    """Well-formed numeric data converted by numpy in one go; None sends it down the checked path
+    (element by element, with a precise error), e.g. when rows are ragged or a type is wrong."""
+    kinds = _KINDS.get(datatype.rstrip("0123456789"))
+    if kinds is None or not isinstance(values, list):
+        return None
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError):
+        return None
+    if array.dtype.kind not in kinds or array.size != element_count(shape):
+        return None
+    target = np.dtype(NUMPY_DTYPES[datatype])
+    if array.dtype.kind in "iu" and target.kind in "iu":
+        info = np.iinfo(target)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            return None
+    return array.astype(target, copy=False).reshape(shape)
+
+
 def from_values(name: str, datatype: str, shape: tuple[int, ...], values: Any) -> Tensor:
     """A tensor from JSON `data` (nested or flat, row-major) or typed gRPC contents."""
     where = f"input '{name}'"
     if datatype in BINARY_ONLY:
         raise InvalidArgument(f"{where}: {datatype} data must be sent as binary tensor data.")
+    fast = _numeric_fast_path(datatype, shape, values)
+    if fast is not None:
+        return Tensor(name, datatype, fast)
     flat: list[Any] = []
     _flatten(values, flat)
     expected = element_count(shape)
