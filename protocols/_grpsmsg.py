@@ -34,7 +34,6 @@ from protocols._tensors import (
     from_flat,
     from_predictions,
     to_flat,
-    to_instances,
 )
 
 _protos.ensure_built()
@@ -182,7 +181,8 @@ class Prediction:
         """The predictor's raw answer; a tensor-native predictor answers output tensors."""
         if self.kind == "gtensors" and callable(getattr(self.predictor, "predict_tensors", None)):
             return _Outputs(inference.run_tensors(self.predictor, self.tensors, {}))
-        instances = to_instances(self.tensors) if self.kind == "gtensors" else self.instances
+        instances = (inference.instances_for(self.predictor, self.tensors)
+                     if self.kind == "gtensors" else self.instances)
         return self.predictor.predict(instances, **inference.predictor_kwargs(self.predictor, {}))
 
     def _encode_raw(self, raw: Any) -> Any:
