@@ -5,7 +5,8 @@ Pure functions (numpy only) shared by the Open Inference Protocol V2 (REST and g
 The mapping between a protocol's tensors and a predictor (AI Platform's `predict(instances)`):
 
 - one input tensor: the instances are the rows of its first dimension (`array.tolist()`), so a
-  [3, 4] FP32 tensor is three instances of four numbers, and a [2] BYTES tensor two strings;
+  [3, 4] FP32 tensor is three instances of four numbers, and a [2] BYTES tensor two strings
+  (built-in frameworks get the numeric array itself: protocols/_inference.instances_for);
 - several input tensors: one object per row, keyed by input name (`{"a": a[i], "b": b[i]}`),
   which is AI Platform's JSON form for named inputs; every input needs the same first dimension;
 - BYTES elements become `str` when they are UTF-8, else stay `bytes`;

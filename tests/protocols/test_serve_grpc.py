@@ -83,3 +83,15 @@ def test_grpc_server_refuses_to_start_without_a_port(tmp_path: Path) -> None:
         capture_output=True, timeout=60, check=False)
     assert result.returncode == 2
     assert b"gRPC is disabled" in result.stderr
+
+
+def test_grpc_port_in_use_fails_the_whole_server(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match="server exited") as caught:
+            start_server(tmp_path / "state", grpc_port=port, timeout=60)
+    assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
