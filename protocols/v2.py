@@ -29,7 +29,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 import auth
-from errors import ApiError, Internal, InvalidArgument, NotFound
+from errors import ApiError, Internal, InvalidArgument
 from payloads import Caller
 from protocols import _inference as inference
 from protocols._http import json_response, payload_too_large, read_body
@@ -134,8 +134,6 @@ def infer(model: str, version: str | None = None) -> Response:
 
 @bp.errorhandler(ApiError)
 def _api_error(exc: ApiError) -> Response:
-    if isinstance(exc, NotFound):
-        log.debug("not found: %s", exc.message)
     return json_response({"error": exc.message}, exc.http_status)
 
 
