@@ -78,8 +78,15 @@ def build() -> None:
 
 
 def ensure_built() -> None:
-    if _stale():
+    """Build when missing or older than a .proto; a stale build that cannot be redone (read-only
+    install, no grpcio-tools) is used as it is."""
+    if not _stale():
+        return
+    try:
         build()
+    except (OSError, RuntimeError):
+        if not (OUT_DIR / "__init__.py").exists():
+            raise
 
 
 if __name__ == "__main__":
