@@ -79,3 +79,23 @@ def tf1_model(directory: Path) -> Path:
             })
         builder.save()
     return directory
+
+
+def tf2_one_signature(directory: Path, name: str = "only") -> Path:
+    """A TF2 export whose one signature is not called serving_default (x -> 0.5x+3)."""
+    module = _Module()
+    tf.saved_model.save(module, str(directory), signatures={name: module.half})
+    return directory
+
+
+def tf1_without_serve_tag(directory: Path) -> Path:
+    """A v1 export tagged `train` only: not servable."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
+        builder = tf.compat.v1.saved_model.Builder(str(directory))
+        with tf.compat.v1.Session(graph=graph) as session:
+            builder.add_meta_graph_and_variables(session, ["train"], signature_def_map={
+                "serving_default": tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": x})})
+        builder.save()
+    return directory
