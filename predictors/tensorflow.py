@@ -80,6 +80,8 @@ def _dtype_name(enum_value: int) -> str:
 
 def _op_message(exc: Exception) -> str:
     message = str(getattr(exc, "message", "") or exc)
+    # Python's session wraps the runtime's message; TF Serving reports the runtime's own.
+    message = message.removeprefix("Graph execution error:").strip()
     return message.split("\n\nOriginal stack trace", 1)[0].strip()
 
 

@@ -32,12 +32,19 @@ class _Module(tf.Module):
                 "upper": tf.strings.upper(text_bytes)}
 
 
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def uneven(self, x: Any) -> dict[str, Any]:
+        return {"all": x, "first": x[:1]}
+
+
 def tf2_model(directory: Path) -> Path:
     """Signatures: serving_default (a [-1,2], b [-1] -> total, scaled), half (x -> 0.5x+3),
-    text (text_bytes -> length, echo_bytes, upper)."""
+    text (text_bytes -> length, echo_bytes, upper), uneven (x -> all = x, first = x[:1])."""
     module = _Module()
     tf.saved_model.save(module, str(directory), signatures={
-        "serving_default": module.multi, "half": module.half, "text": module.text})
+        "serving_default": module.multi, "half": module.half, "text": module.text,
+        "uneven": module.uneven})
     return directory
 
 

@@ -151,6 +151,7 @@ def test_predict_tensors_runs_columns_and_filters_outputs(tf2: TensorFlowPredict
     ([{"a": [1.0, 2.0]}], {}, "keys must be equal to: a,b"),
     ([{"a": [1.0, 2.0], "b": 1.0}, {"a": [1.0], "b": 1.0}], {}, "Expecting shape [2] but got: [1]"),
     ([{"a": [[1.0], [2.0, 3.0]], "b": 1.0}], {}, "Encountered list at unexpected size: 2"),
+    ([1.0, 2.0], {"signature_name": "uneven"}, "Tensor name: first has inconsistent batch size: 1 expecting: 2"),
     (["x"], {"signature_name": "half"}, 'JSON Value: "x" Type: String is not of expected type: float'),
     ([1e39], {"signature_name": "half"}, "Cannot convert JSON value: 1e+39 to float without loss"),
     ([{"b64": "%%%"}], {"signature_name": "text"}, "Unable to base64 decode"),
