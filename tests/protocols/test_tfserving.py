@@ -113,7 +113,8 @@ def test_metadata_of_a_tensorflow_model(client: Any) -> None:
 def test_metadata_of_a_scikit_learn_model(client: Any) -> None:
     status, body = call(client, "/v1/models/iris/metadata")
     sig = body["metadata"]["signature_def"]["signature_def"]["serving_default"]
-    assert (status, body["model_spec"]["version"], sig["method_name"]) == (200, "1", "tensorflow/serving/predict")
+    assert (status, body["model_spec"]["version"]) == (200, "1")
+    assert sig["method_name"] == "tensorflow/serving/predict"
     assert sig["inputs"]["input-0"]["dtype"] == "DT_DOUBLE"
     assert sig["inputs"]["input-0"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""},
                                                                {"size": "4", "name": ""}]
@@ -205,7 +206,8 @@ def test_classify_with_context_and_regress(client: Any) -> None:
      "Expected classification signature method_name to be tensorflow/serving/classify. "
      "Was: tensorflow/serving/predict"),
     ("/v1/models/tf1:regress", {"context": {"x": 1.0}, "examples": [{"x": 2.0}]},
-     "Feature(s) x of example 0 also appear in 'context'; features in 'context' must not appear in examples."),
+     "Feature(s) x of example 0 also appear in 'context'; features in 'context' must not appear in "
+     "examples."),
     ("/v1/models/tf1:regress", {"signature_name": "tensorflow/serving/regress"},
      "When method is regress, key 'examples' is expected and was not found"),
     ("/v1/models/tf1:regress", {"examples": []}, "'examples' value is an empty array"),
@@ -245,7 +247,8 @@ def test_unknown_servables(client: Any, path: str, status: int, error: str) -> N
     (b"", "JSON Parse error: The document is empty"),
     (b'{"instances": [1.0,', "JSON Parse error: "),
     (b"[1, 2]", "JSON Value: [1, 2] Is not object"),
-    (b'{"instances": [' + b"1.0," * 30_000 + b"1.0]}", "Request payload size exceeds the limit: 100000 bytes."),
+    (b'{"instances": [' + b"1.0," * 30_000 + b"1.0]}",
+     "Request payload size exceeds the limit: 100000 bytes."),
 ])
 def test_malformed_bodies(client: Any, body: bytes, error: str) -> None:
     status, answer = call(client, "/v1/models/tf2:predict", body)
@@ -264,14 +267,16 @@ def test_wrong_method_is_json(client: Any) -> None:
     ("xgb", [[0.5, -0.5, float("nan")], [-1.0, 1.0, 0.0]]),
     ("scale", [[1.0, 2.0], [3.0, 4.5]]),
 ])
-def test_other_frameworks_answer_predict_like_ai_platform(client: Any, model: str, instances: list[Any]) -> None:
+def test_other_frameworks_answer_predict_like_ai_platform(client: Any, model: str,
+                                                         instances: list[Any]) -> None:
     status, expected = call(client, f"/v1/projects/p/models/{model}:predict", {"instances": instances})
     assert status == 200
     assert call(client, f"/v1/models/{model}:predict", {"instances": instances}) == \
         (200, {"predictions": expected["predictions"]})
     assert call(client, f"/v1/models/{model}/versions/1:predict", {"inputs": instances}) == \
         (200, {"outputs": expected["predictions"]})
-    assert call(client, f"/v1/models/{model}:predict", {"signature_name": "other", "instances": instances})[0] == 400
+    other = {"signature_name": "other", "instances": instances}
+    assert call(client, f"/v1/models/{model}:predict", other)[0] == 400
 
 
 @pytest.mark.parametrize("body", [
@@ -279,7 +284,8 @@ def test_other_frameworks_answer_predict_like_ai_platform(client: Any, model: st
     {"signature_name": "half", "instances": [0.2, -7.3, 1e6]},
     {"signature_name": "text", "instances": [{"b64": "AAEC"}, "zz"]},
 ])
-def test_same_tf_model_same_numbers_through_ai_platform_and_tf_serving(client: Any, body: dict[str, Any]) -> None:
+def test_same_tf_model_same_numbers_through_ai_platform_and_tf_serving(client: Any,
+                                                                      body: dict[str, Any]) -> None:
     ai = client.post("/v1/projects/p/models/tf2:predict", data=json.dumps(body))
     tfs = client.post("/v1/models/tf2:predict", data=json.dumps(body))
     assert ai.status_code == tfs.status_code == 200
