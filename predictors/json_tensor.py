@@ -3,7 +3,7 @@
 Both AI Platform's TensorFlow `:predict` and the TF Serving protocol turn JSON into named tensors
 the same way, so the rules live here, below both (pure numpy: no TensorFlow, no HTTP). They follow
 tensorflow_serving/util/json_tensor.cc (FillTensorMapFromInstancesList, FillTensorMapFromInputsMap,
-MakeRowFormatJsonFromTensors, AddValueToFeature) and https://www.tensorflow.org/tfx/serving/api_rest:
+MakeRowFormatJsonFromTensors) and https://www.tensorflow.org/tfx/serving/api_rest:
 
 - row format: `instances` is a list of values (one input) or of objects keyed by input name (every
   input named in every object); each instance must have the same shape; they are stacked on a new
@@ -14,6 +14,7 @@ MakeRowFormatJsonFromTensors, AddValueToFeature) and https://www.tensorflow.org/
 - float32 outputs are written in the shortest form that reads back as the same float32 (3.5, not
   3.5000000xxx), the way TF Serving's WriteDecimal does.
 
+tf.Example features for `:classify` / `:regress` follow the same file: predictors/json_example.py.
 Errors are PredictionFailed: AI Platform shows them as "Prediction failed: <detail>", TF Serving
 as the bare detail.
 """
@@ -50,7 +51,7 @@ def _json_text(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "Null"
     if isinstance(value, bool):
@@ -77,7 +78,7 @@ def decode_b64(value: Any) -> bytes:
 
 
 def _type_error(value: Any, dtype: np.dtype) -> PredictionFailed:
-    return PredictionFailed(f"JSON Value: {_json_text(value)} Type: {_json_type(value)} is not of "
+    return PredictionFailed(f"JSON Value: {_json_text(value)} Type: {json_type(value)} is not of "
                             f"expected type: {type_name(dtype)}")
 
 
@@ -283,42 +284,3 @@ def columns_json(outputs: Mapping[str, np.ndarray]) -> Any:
     """Columnar `outputs`: the one tensor, or an object of every output by name."""
     values = {name: json_value(outputs[name], name) for name in sorted(outputs)}
     return next(iter(values.values())) if len(values) == 1 else values
-
-
-def _feature_value(value: Any, name: str) -> tuple[str, Any]:
-    if value is None or isinstance(value, list) or (isinstance(value, dict) and not is_b64(value)):
-        raise PredictionFailed(f"Feature: {name} has element with unexpected JSON type: "
-                               f"{_json_type(value)}")
-    if isinstance(value, bool):
-        return "int64", int(value)
-    if isinstance(value, dict):
-        return "bytes", decode_b64(value)
-    if isinstance(value, str):
-        return "bytes", value.encode()
-    if isinstance(value, float):
-        if math.isfinite(value) and abs(value) > float(np.finfo(np.float32).max):
-            raise PredictionFailed(f"Cannot convert JSON value: {value} to float without loss of "
-                                   "precision.")
-        return "float", value
-    if not -(2 ** 63) <= value < 2 ** 63:
-        raise PredictionFailed(f"Feature: {name} has uint64 element. Only int64 is supported.")
-    return "int64", value
-
-
-def example_features(obj: Any) -> dict[str, tuple[str, list[Any]]]:
-    """A JSON object as tf.Example features: name -> (kind, values), kind float|int64|bytes."""
-    if not isinstance(obj, dict):
-        raise PredictionFailed(f"Example must be JSON object but got JSON {_json_type(obj)}")
-    features: dict[str, tuple[str, list[Any]]] = {}
-    for name, content in obj.items():
-        kind = ""
-        values: list[Any] = []
-        for item in content if isinstance(content, list) else [content]:
-            item_kind, value = _feature_value(item, name)
-            if kind and item_kind != kind:
-                raise PredictionFailed(f"Unexpected element type in feature: {name} expecting type: "
-                                       f"{kind}")
-            kind = item_kind
-            values.append(value)
-        features[name] = (kind or "float", values)
-    return features

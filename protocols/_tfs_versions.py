@@ -96,8 +96,11 @@ def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int
         if isinstance(target, int):
             ref = ModelRef(project, model, _version_id(emu, model, model_name, target))
             spec = f"Specific({model}, {target})"
-        else:
-            ref, spec = ModelRef(project, model, target), f"Specific({model}, {target})"
+        else:  # a label naming a version id: report it by number when it has one
+            named = emu.store.get_version(names.version_name(project, model, target))
+            shown = number_of(named) if named is not None else None
+            ref = ModelRef(project, model, target)
+            spec = f"Specific({model}, {shown if shown is not None else target})"
         wanted = version_permission
     try:
         return dataplane.resolve(emu, caller, ref, wanted)

@@ -27,7 +27,7 @@ from werkzeug.exceptions import HTTPException
 import auth
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
-from predictors import json_tensor
+from predictors import json_example, json_tensor
 from predictors.tensorflow import TensorFlowPredictor
 from protocols import _tfs_metadata
 from protocols import _tfs_versions as versions
@@ -149,8 +149,8 @@ def _classify_regress(predictor: Any, body: dict[str, Any], verb: str) -> dict[s
         raise InvalidArgument("Expecting 'examples' value to be an list/array")
     if not examples:
         raise InvalidArgument("'examples' value is an empty array")
-    context = json_tensor.example_features(body["context"]) if "context" in body else None
-    features = [json_tensor.example_features(e) for e in examples]
+    context = json_example.example_features(body["context"]) if "context" in body else None
+    features = [json_example.example_features(e) for e in examples]
     for index, example in enumerate(features):
         shared = sorted(set(example) & set(context or ()))
         if shared:

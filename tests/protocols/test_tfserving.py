@@ -32,10 +32,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     (base / "corrupt").mkdir()
     (base / "corrupt" / "saved_model.pb").write_bytes(b"not a SavedModel")
     config = modelkit.bootstrap_file(base / "bootstrap.yaml", {
-        "tf2": {"defaultVersion": "v1", "serving": {"labels": {"stable": "v1", "canary": 2}},
+        "tf2": {"defaultVersion": "v1", "serving": {"labels": {"stable": "v1", "canary": 2, "gone": "v9"}},
                 "versions": {"v1": {"deploymentUri": str(tf2)}, "v2": {"deploymentUri": str(tf2)}}},
         "tf1": {"versions": {"prod": {"deploymentUri": str(tf1), "framework": "TENSORFLOW",
                                       "serving": {"tfServingVersion": 7}}}},
+        "unnumbered": {"serving": {"labels": {"live": "prod"}},
+                       "versions": {"prod": {"deploymentUri": str(tf1)}}},
         "iris": {"versions": {"v1": {"deploymentUri": str(base / "iris")}}},
         "xgb": {"versions": {"v1": {"deploymentUri": str(base / "xgb")}}},
         "scale": {"versions": {"v1": {"deploymentUri": str(base / "scale"), "packageUris": [str(package)],
@@ -148,6 +150,17 @@ def test_versions_by_number_and_tf1_exports(client: Any) -> None:
                 {"signature_name": "half", "instances": [0.0]}) == (200, {"predictions": [3.0]})
 
 
+def test_a_version_without_a_number_serves_as_default_and_by_label(client: Any) -> None:
+    assert call(client, "/v1/models/unnumbered:predict", {"instances": [1.0]}) == \
+        (200, {"predictions": [2.0]})
+    assert call(client, "/v1/models/unnumbered/labels/live:predict", {"inputs": [1.0]}) == \
+        (200, {"outputs": [2.0]})
+    assert call(client, "/v1/models/unnumbered/metadata")[1]["model_spec"] == {
+        "name": "unnumbered", "signature_name": ""}  # no number to report
+    assert call(client, "/v1/models/unnumbered") == (404, {"error": "Could not find any versions of model "
+                                                                    "unnumbered"})
+
+
 def test_b64_in_and_out(client: Any) -> None:
     rows = {"signature_name": "text", "instances": [{"b64": "aGk="}, "abc"]}
     assert call(client, "/v1/models/tf2:predict", rows) == (200, {"predictions": [
@@ -236,6 +249,7 @@ def test_batch_dimension_mismatch_is_a_clear_400(client: Any) -> None:
     ("/v1/models/half:predict", 404, "Servable not found for request: Latest(half)"),
     ("/v1/models/tf2/versions/9:predict", 404, "Servable not found for request: Specific(tf2, 9)"),
     ("/v1/models/tf2/labels/nope:predict", 400, "Unrecognized servable version label: nope"),
+    ("/v1/models/tf2/labels/gone:predict", 404, "Servable not found for request: Specific(tf2, v9)"),
     ("/v1/models/half/metadata", 404, "Servable not found for request: Latest(half)"),
 ])
 def test_unknown_servables(client: Any, path: str, status: int, error: str) -> None:
