@@ -1,7 +1,8 @@
-"""Train the demo models `make serve` bundles, into demo/models/ (skipped when present).
+"""Train the demo models `make serve` bundles into the local state folder (skipped when present).
 
-`python demo/make_models.py [OUT]` writes them elsewhere (the tests build the demo that way).
-TensorFlow is imported for `half_plus_three` only.
+They land in mlemu-state/demo-models/, which demo/bootstrap.yaml points at;
+`python demo/make_models.py OUT` writes them to OUT instead. TensorFlow is imported for
+`half_plus_three` only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-OUT = Path(__file__).resolve().parent / "models"
+OUT = Path(__file__).resolve().parent.parent / "mlemu-state" / "demo-models"
 
 
 def half_plus_three(target: Path) -> None:
@@ -76,7 +77,8 @@ def main(out: Path = OUT) -> None:
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 3},
                         xgb.DMatrix(features, label=labels, missing=np.nan), num_boost_round=20)
     (out / "census_xgb").mkdir(exist_ok=True)
-    booster.save_model(out / "census_xgb" / "model.bst")
+    booster.save_model(out / "census_xgb" / "model.ubj")
+    (out / "census_xgb" / "model.ubj").rename(out / "census_xgb" / "model.bst")
 
     (out / "threshold").mkdir(exist_ok=True)
     with open(out / "threshold" / "model.pkl", "wb") as f:

@@ -21,9 +21,11 @@ pytestmark = pytest.mark.slow
 def test_documented_session_against_the_demo(tmp_path: Path, live_server: Any) -> None:
     # The demo exactly as `make serve` builds and serves it, in a scratch copy.
     demo = tmp_path / "demo"
-    shutil.copytree(ROOT / "demo", demo, ignore=shutil.ignore_patterns("models", "__pycache__"))
-    subprocess.run([sys.executable, str(demo / "make_models.py"), str(demo / "models")], check=True,
-                   capture_output=True, timeout=300)
+    shutil.copytree(ROOT / "demo", demo, ignore=shutil.ignore_patterns("__pycache__"))
+    # demo/bootstrap.yaml points at ../mlemu-state/demo-models, where make_models.py writes
+    models = tmp_path / "mlemu-state" / "demo-models"
+    subprocess.run([sys.executable, str(demo / "make_models.py"), str(models)],
+                   check=True, capture_output=True, timeout=300)
     server = live_server(demo / "bootstrap.yaml", env={"MLEMU_PROJECT": "demo"})
     url = server.url
 
