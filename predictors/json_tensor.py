@@ -34,7 +34,8 @@ from errors import PredictionFailed
 
 B64 = "b64"
 BYTES_SUFFIX = "_bytes"
-_STRING = np.dtype(object)
+#: numpy's limit on dimensions, less one for the batch dimension rows are stacked on.
+MAX_RANK = 64
 _TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string"}
 
 
@@ -167,10 +168,15 @@ def _fast(value: Any, dtype: np.dtype) -> np.ndarray | None:
 
 def to_array(value: Any, dtype: np.dtype) -> np.ndarray:
     """A JSON value (scalar or rectangular nested lists) as an array of `dtype`."""
+    if dtype.name == "bfloat16":  # ml_dtypes' type: numpy has no rules for it, float32's apply
+        return to_array(value, np.dtype(np.float32)).astype(dtype)
     fast = _fast(value, dtype)
     if fast is not None:
         return fast
     shape = _shape_of(value)
+    if len(shape) >= MAX_RANK:
+        raise PredictionFailed(f"JSON Value is a list nested {len(shape)} deep; a tensor has at most "
+                               f"{MAX_RANK - 1} dimensions here")
     flat: list[Any] = []
     _fill(value, 0, shape, dtype, flat)
     arr = np.empty(len(flat), dtype=dtype)
@@ -250,6 +256,8 @@ def json_value(array: np.ndarray, name: str) -> Any:
         for i, v in enumerate(array.reshape(-1).tolist()):
             out[i] = _bytes_json(v if isinstance(v, bytes) else str(v).encode(), as_b64)
         return out.reshape(array.shape).tolist()
+    if array.dtype.name == "bfloat16":
+        array = array.astype(np.float32)
     if array.dtype in (np.float32, np.float16):
         # The shortest decimal that reads back as the same float32 (numpy's repr), as a double.
         return array.astype(str).astype(np.float64).tolist()

@@ -230,6 +230,9 @@ def test_classify_with_context_and_regress(client: Any) -> None:
      ":classify needs a TensorFlow SavedModel with a tensorflow/serving/classify signature; this model's "
      "framework is SCIKIT_LEARN."),
     ("/v1/models/tf2:explain", {"instances": [1.0]}, "Malformed request: POST /v1/models/tf2:explain"),
+    ("/v1/models/tf2:predict", {"signature_name": "half", "instances": [json.loads("[" * 99 + "]" * 99)]},
+     "Failed to process element: 0 of 'instances' list. Error: JSON Value is a list nested 99 deep; a "
+     "tensor has at most 63 dimensions here"),
 ])
 def test_bad_requests_are_400_with_tf_serving_messages(client: Any, path: str, body: Any, error: str) -> None:
     assert call(client, path, body) == (400, {"error": error})
