@@ -77,6 +77,12 @@ def test_b64_inputs_decode_and_bytes_outputs_encode(tf2: TensorFlowPredictor) ->
                       {"echo_bytes": {"b64": "YWJj"}, "length": 3, "upper": "ABC"}]
 
 
+def test_string_outputs_that_are_not_text_go_out_as_b64() -> None:
+    values = np.array([b"ok", b"\xff\xfe"], dtype=object)
+    assert json_tensor.json_value(values, "label") == ["ok", {"b64": "//4="}]
+    assert json_tensor.json_value(values, "label_bytes") == [{"b64": "b2s="}, {"b64": "//4="}]
+
+
 def test_tf1_builder_export_restores_its_variables(tf1: TensorFlowPredictor) -> None:
     assert tf1.predict([1.0, 2.5]) == [2.0, 5.0]  # serving_default: y = w * x with w = 2.0
 
