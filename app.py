@@ -28,6 +28,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.health import bp as health_bp
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
+    from protocols.tfserving import bp as tfserving_bp
 
     settings = settings or Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(),
@@ -35,7 +36,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
-    for bp in (health_bp, aiplatform_bp):
+    for bp in (health_bp, aiplatform_bp, tfserving_bp):
         flask_app.register_blueprint(bp)
     register_fallbacks(flask_app)
     return flask_app
