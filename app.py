@@ -29,6 +29,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
+    from protocols.tfserving import bp as tfserving_bp
     from protocols.v2 import bp as v2_bp
 
     settings = settings or Settings.from_env()
@@ -37,7 +38,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
-    for bp in (health_bp, aiplatform_bp):
+    for bp in (health_bp, aiplatform_bp, tfserving_bp):
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
