@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 import dataplane
 from errors import ApiError, Code, InvalidArgument
 from payloads import Caller, ModelRef
@@ -148,7 +150,7 @@ def instances_for(predictor: Predictor, inputs: list[Tensor]) -> Any:
 
 
 def _typed(array: Any, datatype: str | None) -> tuple[str, Any]:
-    data, dtype = to_array(array, datatype)
+    data, dtype = to_array(np.asarray(array), datatype)
     return dtype, data
 
 

@@ -285,6 +285,10 @@ def to_array(values: Any, datatype: str | None = None) -> tuple[np.ndarray, str]
         raise Internal(f"The model's predictions cannot be encoded as a tensor: {exc}") from None
     if array.dtype == np.object_ and any(isinstance(v, (list, dict)) for v in array.reshape(-1)):
         raise Internal("The model's predictions cannot be encoded as a tensor: rows differ in shape.")
+    if array.dtype.name == "bfloat16":  # TensorFlow's (ml_dtypes) bfloat16: no numpy kind of its own
+        return array.astype(np.float32), "BF16"
+    if datatype is None and isinstance(values, np.ndarray) and array.dtype.kind in "biuf":
+        return array, datatype_of(array)  # a framework's own array keeps its dtype
     if array.dtype.kind in "USO":
         out = np.empty(array.shape, dtype=np.object_)
         out[...] = array

@@ -64,8 +64,9 @@ def text_pipeline(directory: Path) -> Any:
     return model
 
 
-def build_models(root: Path) -> dict[str, Any]:
-    """The protocol tests' models, as {model name: bootstrap entry}."""
+def build_models(root: Path, tensorflow: bool = False) -> dict[str, Any]:
+    """The protocol tests' models, as {model name: bootstrap entry} (TensorFlow ones on request:
+    building them and serving them costs TensorFlow's import in every process)."""
     modelkit.sklearn_model(root / "sk_v1", "logreg", features=4)
     modelkit.sklearn_model(root / "sk_v2", "forest", features=4)
     text_pipeline(root / "text")
@@ -73,7 +74,16 @@ def build_models(root: Path) -> dict[str, Any]:
     package = modelkit.custom_package(root / "pkg", "echo_predictor", ECHO_SOURCE, kind="dir")
     modelkit.custom_model_dir(root / "echo")
     (root / "empty").mkdir()
-    return {
+    entries: dict[str, Any] = {}
+    if tensorflow:
+        from tests import tfmodels
+
+        tfmodels.tf2_model(root / "tf2")
+        tfmodels.keras_model(root / "keras")
+        entries = {name: {"versions": {"v1": {"deploymentUri": str(root / name),
+                                              "framework": "TENSORFLOW"}}}
+                   for name in ("tf2", "keras")}
+    return entries | {
         "broken": {"versions": {"v1": {"deploymentUri": str(root / "empty")}}},  # FAILED: no model
         "sk": {"defaultVersion": "v1", "versions": {
             "v1": {"deploymentUri": str(root / "sk_v1"), "framework": "SCIKIT_LEARN"},

@@ -14,13 +14,20 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import LiveServer
-from tests.protocols.conftest import in_process
+from tests.protocols.conftest import build_models, in_process
 
 pytestmark = pytest.mark.slow
 
 SK_ROWS = [[0.5, -1.0, 2.0, 0.1], [-1.5, 0.3, 0.0, 1.0], [2.0, 2.0, -2.0, 0.5]]
 XGB_ROWS = [[0.5, -1.0, 2.0], [-1.5, 0.3, float("nan")], [2.0, 2.0, -2.0]]
 TEXTS = ["good great", "awful terrible bad", "fine"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    """This module's server also serves TensorFlow SavedModels."""
+    root = tmp_path_factory.mktemp("protocol-models")
+    return root, build_models(root, tensorflow=True)
 
 
 @pytest.fixture(scope="module", params=["http", "grpc"])
@@ -222,3 +229,83 @@ def test_v2_rest_server_and_model_not_ready(server: LiveServer) -> None:
 
     broken = requests.get(f"{server.url}/v2/models/broken/ready", timeout=5)
     assert (broken.status_code, broken.json()) == (503, {"name": "broken", "ready": False})
+
+
+def tf_reference(model_dir: Any, inputs: dict[str, np.ndarray],
+                 signature_name: str | None = None) -> dict[str, np.ndarray]:
+    """The TensorFlow predictor's own answer in the test process."""
+    import predictors
+
+    predictor, _ = predictors.load(str(model_dir), "TENSORFLOW")
+    return dict(predictor.predict_tensors(inputs, signature_name=signature_name))
+
+
+def test_tensorflow_model_metadata_from_its_signature(triton: Any) -> None:
+    module, client = triton
+    meta = metadata(module, client, "tf2")
+    assert meta["platform"] == "tensorflow_savedmodel"
+    specs = {t["name"]: (t["datatype"], [int(d) for d in t["shape"]]) for t in meta["inputs"]}
+    assert specs == {"a": ("FP32", [-1, 2]), "b": ("FP32", [-1])}
+    outputs = {t["name"]: (t["datatype"], [int(d) for d in t["shape"]]) for t in meta["outputs"]}
+    assert outputs == {"total": ("FP32", [-1]), "scaled": ("FP32", [-1, 2])}
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+@pytest.mark.parametrize(("datatype", "dtype"), [("FP32", np.float32), ("FP64", np.float64),
+                                                 ("INT64", np.int64)])
+def test_tensorflow_infer_equals_in_process(triton: Any, models: Any, binary: bool, datatype: str,
+                                            dtype: Any) -> None:
+    module, client = triton
+    a = np.array([[1, 2], [3, -4], [0, 5]], dtype=dtype)
+    b = np.array([2, -1, 3], dtype=dtype)
+    result = client.infer("tf2", [infer_input(module, "a", a, datatype, binary),
+                                  infer_input(module, "b", b, datatype, binary)],
+                          outputs=[requested(module, "scaled", binary),
+                                   requested(module, "total", binary)])
+    expected = tf_reference(models[0] / "tf2", {"a": a.astype(np.float32), "b": b.astype(np.float32)})
+    for name in ("scaled", "total"):
+        got = result.as_numpy(name)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, expected[name])
+    response = result.get_response()
+    names = [o["name"] for o in response["outputs"]] if module is thttp else [
+        o.name for o in response.outputs]
+    assert names == ["scaled", "total"]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_tensorflow_bytes_signature_by_name(triton: Any, models: Any, binary: bool) -> None:
+    module, client = triton
+    texts = np.array([b"hello", "h\u00e9".encode(), b""], dtype=np.object_)
+    result = client.infer("tf2", [infer_input(module, "text_bytes", texts, "BYTES", binary)],
+                          parameters={"signature_name": "text"},
+                          outputs=[requested(module, n, binary) for n in ("upper", "length")])
+    expected = tf_reference(models[0] / "tf2", {"text_bytes": texts}, "text")
+    upper = [v if isinstance(v, bytes) else v.encode() for v in result.as_numpy("upper")]
+    assert upper == list(expected["upper"])
+    np.testing.assert_array_equal(result.as_numpy("length"), expected["length"])
+    assert result.as_numpy("length").dtype == np.int32
+
+
+def test_keras_export_over_v2(triton: Any, models: Any) -> None:
+    module, client = triton
+    meta = metadata(module, client, "keras")
+    [spec] = meta["inputs"]
+    rows = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]], dtype=np.float32)
+    result = client.infer("keras", [infer_input(module, spec["name"], rows, "FP32", True)])
+    expected = tf_reference(models[0] / "keras", {spec["name"]: rows})
+    [out] = meta["outputs"]
+    np.testing.assert_allclose(result.as_numpy(out["name"]), expected[out["name"]], rtol=0, atol=0)
+
+
+def test_grps_gtensors_on_a_tensorflow_model(server: LiveServer, models: Any) -> None:
+    body = {"model": "tf2", "gtensors": {"tensors": [
+        {"name": "a", "dtype": "DT_FLOAT32", "shape": [2, 2], "flat_float32": [1, 2, 3, 4]},
+        {"name": "b", "dtype": "DT_FLOAT32", "shape": [2], "flat_float32": [10, 20]}]}}
+    answer = requests.post(f"{server.url}/grps/v1/infer/predict", json=body, timeout=30).json()
+    assert answer["status"]["status"] == "SUCCESS", answer
+    tensors = {t["name"]: t for t in answer["gtensors"]["tensors"]}
+    expected = tf_reference(models[0] / "tf2", {"a": np.array([[1, 2], [3, 4]], np.float32),
+                                                  "b": np.array([10, 20], np.float32)})
+    assert tensors["total"]["flat_float32"] == expected["total"].tolist()
+    assert tensors["scaled"]["shape"] == [2, 2]
