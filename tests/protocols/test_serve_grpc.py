@@ -89,8 +89,7 @@ def test_grpc_port_in_use_fails_the_whole_server(tmp_path: Path) -> None:
     import socket
 
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+        taken.bind(("127.0.0.1", 0))  # bound, not listening: start_server's probe cannot connect
         port = taken.getsockname()[1]
         with pytest.raises(RuntimeError, match="server exited") as caught:
             start_server(tmp_path / "state", grpc_port=port, timeout=60)
