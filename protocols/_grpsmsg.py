@@ -143,7 +143,6 @@ class Prediction:
     def __init__(self, emu: Emulator, caller: Caller, request: Any, fallback_model: str | None) -> None:
         name, version = grps.select_model(emu, request.model or fallback_model)
         self.served, self.predictor = inference.resolve_for_predict(emu, caller, name, version)
-        self.model = f"{name}-{inference.version_id(self.served)}"
         self.kind = request.WhichOneof("data_oneof")
         if self.kind == "ndarray":
             raise InvalidArgument("ndarray is only for HTTP JSON requests; send gtensors.")
@@ -183,7 +182,7 @@ class Prediction:
             return _Outputs(inference.run_tensors(self.predictor, self.tensors, {}))
         instances = (inference.instances_for(self.predictor, self.tensors)
                      if self.kind == "gtensors" else self.instances)
-        return self.predictor.predict(instances, **inference.predictor_kwargs(self.predictor, {}))
+        return self.predictor.predict(instances)
 
     def _encode_raw(self, raw: Any) -> Any:
         if isinstance(raw, _Outputs):
