@@ -26,6 +26,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     """A Flask app serving every protocol over one Emulator built from `settings`."""
     from api import register_fallbacks
     from api.health import bp as health_bp
+    from api.management import BLUEPRINTS as management_bps
+    from api.unimplemented import register_unimplemented
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
 
@@ -35,9 +37,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
-    for bp in (health_bp, aiplatform_bp):
+    for bp in (health_bp, aiplatform_bp, *management_bps):
         flask_app.register_blueprint(bp)
     register_fallbacks(flask_app)
+    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     return flask_app
 
 
