@@ -16,6 +16,8 @@ from typing import Any
 import click
 from flask import Flask
 
+from cli_client import models as models_cli
+from cli_client import versions as versions_cli
 from settings import Settings
 
 ROOT = Path(__file__).resolve().parent
@@ -54,6 +56,10 @@ def __getattr__(name: str) -> Any:
 @click.group()
 def main() -> None:
     """mlemu: a local emulator of Google Cloud AI Platform Prediction."""
+
+
+main.add_command(models_cli)  # `models create|list`, talking to a running server
+main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 
 
 @main.command()
