@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import predictors
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
-from errors import Aborted, ApiError, FailedPrecondition
+from errors import Aborted, ApiError, FailedPrecondition, from_code
 from registry import artifacts, names, tasks
 from registry.resources import Version, new_etag
 
@@ -76,7 +76,7 @@ def create_version_finish(emu: Emulator, task: tasks.Task, result: Any, error: A
     emu.store.put_version(version)
     body = version_json(emu.store, version, model)
     if error is not None:
-        operations.finish(emu.store, task.name, error=FailedPrecondition(version.error_message),
+        operations.finish(emu.store, task.name, error=from_code(error.code, version.error_message),
                           version=body)
     else:
         operations.finish(emu.store, task.name, response=typed(body, "Version"), version=body)
