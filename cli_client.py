@@ -51,6 +51,17 @@ class Api:
                                        f"{error.get('message', resp.text[:500])}")
         return data
 
+    def list_all(self, path: str, key: str) -> list[dict[str, Any]]:
+        """Every item of a list method, following nextPageToken."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = self.call("GET", path, pageToken=token)
+            items += page.get(key, [])
+            token = page.get("nextPageToken")
+            if not token:
+                return items
+
     def model(self, model: str) -> str:
         return f"projects/{self.project}/models/{model}"
 
@@ -113,15 +124,9 @@ def models_create(api: Api, model: str, description: str | None, labels: str | N
 @models.command("list")
 @with_api
 def models_list(api: Api) -> None:
-    rows, token = [], None
-    while True:
-        page = api.call("GET", f"projects/{api.project}/models", pageToken=token)
-        for m in page.get("models", []):
-            default = m.get("defaultVersion", {}).get("name", "").rsplit("/", 1)[-1]
-            rows.append([m["name"].rsplit("/", 1)[-1], default])
-        token = page.get("nextPageToken")
-        if not token:
-            break
+    rows = [[m["name"].rsplit("/", 1)[-1],
+             m.get("defaultVersion", {}).get("name", "").rsplit("/", 1)[-1]]
+            for m in api.list_all(f"projects/{api.project}/models", "models")]
     _table(rows, ["NAME", "DEFAULT_VERSION_NAME"])
 
 
@@ -165,15 +170,9 @@ def versions_create(api: Api, version: str, model: str, origin: str, framework: 
 @click.option("--model", required=True)
 @with_api
 def versions_list(api: Api, model: str) -> None:
-    rows, token = [], None
-    while True:
-        page = api.call("GET", f"{api.model(model)}/versions", pageToken=token)
-        for v in page.get("versions", []):
-            rows.append([v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""),
-                         v.get("state", ""), "yes" if v.get("isDefault") else ""])
-        token = page.get("nextPageToken")
-        if not token:
-            break
+    rows = [[v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""), v.get("state", ""),
+             "yes" if v.get("isDefault") else ""]
+            for v in api.list_all(f"{api.model(model)}/versions", "versions")]
     _table(rows, ["NAME", "DEPLOYMENT_URI", "STATE", "DEFAULT"])
 
 

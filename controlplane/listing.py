@@ -197,3 +197,18 @@ def paginate(items: list[dict[str, Any]], size: int | None, token: str | None,
         return page, None
     raw = json.dumps({"after": page[-1]["name"], "filter": _digest(spec)}).encode()
     return page, base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def list_response(items: list[dict[str, Any]], key: str, fields: Iterable[str], *,
+                  filter: str | None, page_size: int | None,
+                  page_token: str | None) -> dict[str, Any]:
+    """A list method's body: `{key: [...], "nextPageToken": ...}`, or `{}` when nothing matches
+    (the ml v1 reference: "the list request returns an empty response body: {}")."""
+    predicate = compile_filter(filter, fields)
+    page, token = paginate([i for i in items if predicate(i)], page_size, page_token, filter)
+    body: dict[str, Any] = {}
+    if page:
+        body[key] = page
+    if token:
+        body["nextPageToken"] = token
+    return body

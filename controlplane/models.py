@@ -75,15 +75,9 @@ def get_model(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def list_models(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,
                 page_size: int | None = None, page_token: str | None = None) -> dict[str, Any]:
     auth.authorize(emu, caller, "ml.models.list", parent)
-    predicate = listing.compile_filter(filter, FILTER_FIELDS)
     items = [model_json(emu.store, m) for m in emu.store.list_models(parent)]
-    page, token = listing.paginate([m for m in items if predicate(m)], page_size, page_token, filter)
-    result: dict[str, Any] = {}
-    if page:
-        result["models"] = page
-    if token:
-        result["nextPageToken"] = token
-    return result
+    return listing.list_response(items, "models", FILTER_FIELDS, filter=filter,
+                                 page_size=page_size, page_token=page_token)
 
 
 def patch_model(emu: Emulator, caller: Caller, name: str, body: Any,

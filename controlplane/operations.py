@@ -94,15 +94,9 @@ def list_operations(emu: Emulator, caller: Caller, name: str, *, filter: str | N
     if return_partial_success:
         # google.longrunning: only meaningful across collections, which ml v1 has none of.
         raise InvalidArgument("returnPartialSuccess is not supported for ml v1 operations.")
-    predicate = listing.compile_filter(filter, _OPERATION_FIELDS)
     items = [op.to_json() for op in emu.store.list_operations(name)]
-    page, token = listing.paginate([o for o in items if predicate(o)], page_size, page_token, filter)
-    body: dict[str, Any] = {}
-    if page:
-        body["operations"] = page
-    if token:
-        body["nextPageToken"] = token
-    return body
+    return listing.list_response(items, "operations", _OPERATION_FIELDS, filter=filter,
+                                 page_size=page_size, page_token=page_token)
 
 
 def cancel_operation(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:

@@ -103,16 +103,10 @@ def get_version(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def list_versions(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,
                   page_size: int | None = None, page_token: str | None = None) -> dict[str, Any]:
     auth.authorize(emu, caller, "ml.versions.list", parent)
-    predicate = listing.compile_filter(filter, FILTER_FIELDS)
     model = common.get_model(emu.store, parent)
     items = [version_json(emu.store, v, model) for v in emu.store.list_versions(parent)]
-    page, token = listing.paginate([v for v in items if predicate(v)], page_size, page_token, filter)
-    result: dict[str, Any] = {}
-    if page:
-        result["versions"] = page
-    if token:
-        result["nextPageToken"] = token
-    return result
+    return listing.list_response(items, "versions", FILTER_FIELDS, filter=filter,
+                                 page_size=page_size, page_token=page_token)
 
 
 def _value(body: dict[str, Any], path: str) -> Any:
