@@ -8,6 +8,7 @@ already exists.` the real service returns; quoted in tensorflow/tfx#712).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from errors import Aborted, ApiError, FailedPrecondition, InvalidArgument, NotFound, field_violation
@@ -15,6 +16,10 @@ from registry import discovery, lookup, names, tasks
 from registry.resources import Model, Version
 from registry.store import Store
 
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "boolean": bool, "array": list, "object": dict, "integer": (int, str),
+}
+_TYPE_NAMES = {"string": "TYPE_STRING", "boolean": "TYPE_BOOL", "integer": "TYPE_INT32"}
 MODEL_SCHEMA = "GoogleCloudMlV1__Model"
 VERSION_SCHEMA = "GoogleCloudMlV1__Version"
 
@@ -28,11 +33,18 @@ def require_object(body: Any, schema: str, where: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidArgument(f"Invalid JSON payload received. The {where} must be a JSON object.")
     known = discovery.fields(schema)
-    for key in body:
+    for key, value in body.items():
         if key not in known:
             raise InvalidArgument(
                 f'Invalid JSON payload received. Unknown name "{key}" at \'{where}\': '
                 "Cannot find field."
+            )
+        wanted = _JSON_TYPES.get(known[key])
+        if value is not None and wanted is not None and \
+                (not isinstance(value, wanted) or (wanted is int and isinstance(value, bool))):
+            raise InvalidArgument(
+                f"Invalid value at '{where}.{key}' ({_TYPE_NAMES.get(known[key], known[key])}), "
+                f"{json.dumps(value)[:100]}"
             )
     return body
 

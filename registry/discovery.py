@@ -36,9 +36,10 @@ def methods() -> list[Method]:
     return [Method(m["id"], m["httpMethod"], m["flatPath"], m["path"]) for m in _snapshot()["methods"]]
 
 
-def fields(schema: str) -> frozenset[str]:
-    """The JSON field names of a schema, e.g. fields("GoogleCloudMlV1__Model")."""
-    return frozenset(_snapshot()["schemas"][schema])
+def fields(schema: str) -> dict[str, str]:
+    """A schema's JSON field names -> JSON types ("string", "boolean", "array", "object", ...),
+    e.g. fields("GoogleCloudMlV1__Model")."""
+    return dict(_snapshot()["schemas"][schema])
 
 
 def revision() -> str:

@@ -50,7 +50,9 @@ def snapshot_text(doc: dict[str, Any]) -> str:
         "source": "googleapiclient/discovery_cache/documents/ml.v1.json",
         "revision": doc["revision"],
         "methods": sorted(_walk(doc["resources"]), key=lambda m: m["id"]),
-        "schemas": {name: sorted(doc["schemas"][name]["properties"]) for name in SCHEMAS},
+        "schemas": {name: {field: spec.get("type", "object")
+                           for field, spec in sorted(doc["schemas"][name]["properties"].items())}
+                    for name in SCHEMAS},
     }
     return json.dumps(data, indent=1) + "\n"
 

@@ -160,6 +160,15 @@ def test_patches_and_default_switch(make_app: Any, tmp_path: Path) -> None:
     assert client.get(f"{M}/m").json["etag"] != before
     bad = client.post(f"{M}/m/versions/v1:setDefault", json={"x": 1})
     assert bad.status_code == 400
+    # A version being patched keeps serving; one being deleted does not.
+    store = client.emu.store
+    for state, status in (("UPDATING", 200), ("DELETING", 400)):
+        with store.transaction():
+            version = store.get_version("projects/p/models/m/versions/v1")
+            version.state = state
+            store.put_version(version)
+        resp = client.post(f"{M}/m:predict", json={"instances": [[1.0, 2.0, 3.0, 4.0]]})
+        assert resp.status_code == status, resp.json
 
 
 def test_filter_expressions() -> None:
@@ -200,3 +209,34 @@ def test_paging_tokens() -> None:
         listing.paginate(items, 5, token, "state=READY")
     with pytest.raises(InvalidArgument):
         listing.paginate(items, -1, None, None)
+
+
+def test_malformed_requests_get_clear_errors(make_app: Any) -> None:
+    client = make_app()
+    client.post(M, json={"name": "m"})
+    cases = [
+        (client.post(M, data=b"{bad", content_type="application/json"), "Invalid JSON payload received."),
+        (client.post(M, json=[1]), "Invalid JSON payload received. The model must be a JSON object."),
+        (client.post(M, data=b""), "Invalid JSON payload received. The request body is empty."),
+        (client.post(M, data=b'{"name": "' + b"x" * 2_000_000 + b'"}'),
+         "Request payload size exceeds the limit: 1572864 bytes."),
+        (client.post(M, json={"name": 5}), "Invalid value at 'model.name' (TYPE_STRING), 5"),
+        (client.post(M, json={"name": "a", "onlinePredictionLogging": "yes"}),
+         "Invalid value at 'model.onlinePredictionLogging' (TYPE_BOOL), \"yes\""),
+        (client.post(M, json={"name": "a", "labels": {"k": 1}}),
+         "Field: model.labels Error: labels must map strings to strings."),
+        (client.post(f"{M}/m/versions", json={"name": "v", "deploymentUri": "/x", "packageUris": "a"}),
+         "Invalid value at 'version.packageUris' (array), \"a\""),
+        (client.post(f"{M}/m/versions",
+                     json={"name": "v", "deploymentUri": "/x", "container": {"image": "i"}}),
+         "Field: version.container Error: Custom containers are not supported"),
+        (client.get(f"{M}?pageSize=abc"), "Invalid value at 'pageSize' (TYPE_INT32), \"abc\""),
+        (client.get(f"{M}?pageSize=-1"), "Field: page_size Error: pageSize must not be negative"),
+        (client.get("/v1/projects/p/operations?returnPartialSuccess=true"),
+         "returnPartialSuccess is not supported"),
+    ]
+    for resp, message in cases:
+        assert resp.status_code == 400, resp.json
+        assert resp.json["error"]["message"].startswith(message), resp.json
+    assert client.put(f"{M}/m", json={}).status_code == 405
+    assert client.get(f"{M}/m?fields=name,etag").json.keys() == {"name", "etag"}
