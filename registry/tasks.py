@@ -228,7 +228,7 @@ class TaskRunner:
                 self._idle.notify_all()
 
     def tick(self) -> None:
-        """Renew this process's leases, then adopt tasks whose owners are gone."""
+        """Renew the leases of tasks running here, then adopt tasks nobody runs any more."""
         now = time.time()
         mine = self.busy()
         if mine:
@@ -239,18 +239,20 @@ class TaskRunner:
                         task.lease_until = now + self.lease_s
                         put(self.store, task)
         for task in pending(self.store):
-            if task.owner != self.owner and handler(task.type) is not None and \
-                    (task.lease_until < now or owner_is_dead(task.owner)):
+            if task.name not in mine and handler(task.type) is not None and self._orphaned(task, now):
                 self.adopt(task.name)
+
+    def _orphaned(self, task: Task, now: float) -> bool:
+        # A lapsed lease covers every case, including this process's own task whose finish
+        # failed; a provably dead owner is only a shortcut.
+        return task.lease_until < now or (task.owner != self.owner and owner_is_dead(task.owner))
 
     def adopt(self, name: str) -> bool:
         """Claim an orphaned task and run it again (or fail it after MAX_ATTEMPTS)."""
         with self.store.transaction():
             task = get(self.store, name)
-            if task is None or task.owner == self.owner:
-                return False
-            if not (task.lease_until < time.time() or owner_is_dead(task.owner)):
-                return False  # another process adopted it first
+            if task is None or name in self.busy() or not self._orphaned(task, time.time()):
+                return False  # finished, running here, or another process adopted it first
             h = handler(task.type)
             if h is None:
                 return False
@@ -280,7 +282,10 @@ def _work_loop(ref: weakref.ref[TaskRunner], jobs: queue.Queue[str]) -> None:
         runner = ref()
         if runner is None:
             return
-        runner.run(name)
+        try:
+            runner.run(name)
+        except Exception:  # the store failed while finishing: the lapsed lease brings it back
+            log.exception("operation %s could not be finished", name)
         del runner
 
 

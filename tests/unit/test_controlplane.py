@@ -240,3 +240,12 @@ def test_malformed_requests_get_clear_errors(make_app: Any) -> None:
         assert resp.json["error"]["message"].startswith(message), resp.json
     assert client.put(f"{M}/m", json={}).status_code == 405
     assert client.get(f"{M}/m?fields=name,etag").json.keys() == {"name", "etag"}
+
+
+def test_own_task_left_unfinished_is_run_again_when_its_lease_lapses(make_app: Any,
+                                                                     tmp_path: Path) -> None:
+    client = make_app()  # e.g. the store failed while this process was finishing the operation
+    name = _orphan(client, tmp_path, client.emu.tasks.owner, time.time() - 1)
+    client.emu.tasks.tick()
+    assert _wait(client, client.get(f"/v1/{name}").json)["response"]["state"] == "READY"
+    assert tasks.pending(client.emu.store) == []
