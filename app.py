@@ -83,6 +83,11 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         if value is not None:
             changes[key] = value
     settings = settings.replace(**changes)
+    # gunicorn runs from the project folder: make relative paths mean what they meant here.
+    settings = settings.replace(
+        state_dir=settings.state_dir.resolve(),
+        config_file=settings.config_file.resolve() if settings.config_file else None,
+    )
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),

@@ -42,11 +42,12 @@ def check_parameters(predictor: Predictor, parameters: dict[str, object]) -> Non
         return
     unknown = sorted(set(parameters) - accepted)
     if unknown:
-        allowed = f" Allowed: {', '.join(sorted(accepted))}." if accepted else ""
+        # Google's wording for unknown request fields, plus what this framework does accept.
+        names = " ".join(f'Unknown name "{name}": Cannot find field.' for name in unknown)
+        allowed = ", ".join(["instances", *sorted(accepted)])
         raise InvalidArgument(
-            f"Invalid JSON payload received. Unknown name(s) {', '.join(map(repr, unknown))}: "
-            f"{'this framework accepts' if accepted else 'built-in frameworks accept'} only "
-            f"'instances' in a prediction request.{allowed}"
+            f"Invalid JSON payload received. {names} A {predictor.framework or 'built-in'} "
+            f"model accepts only: {allowed}. Extra keys are passed only to custom predictors."
         )
 
 

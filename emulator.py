@@ -13,8 +13,10 @@ import time
 from typing import Any
 
 import predictors
+from errors import ApiError
 from registry import bootstrap
 from registry.deployments import Deployments
+from registry.resources import Version
 from registry.store import Store, open_store
 from registry.tasks import TaskRunner
 from settings import Settings
@@ -36,17 +38,30 @@ class Emulator:
     tasks: TaskRunner = dataclasses.field(init=False)
 
     def warm_up(self) -> None:
-        """Load every READY bootstrap version so the first request does not pay for it."""
+        """Load every READY bootstrap version so the first request does not pay for it.
+
+        A version whose model cannot be loaded is marked FAILED with the reason, as a
+        versions.create would have done, so it reports why it does not serve.
+        """
         try:
             for name in self.bootstrap_versions:
                 version = self.store.get_version(name)
-                if version is not None and version.state == "READY":
-                    try:
-                        self.deployments.get(version)
-                    except Exception as exc:  # noqa: BLE001 - report, keep warming the rest
-                        log.warning("could not load %s: %s", name, exc)
+                if version is None or version.state != "READY":
+                    continue
+                try:
+                    self.deployments.get(version)
+                except ApiError as exc:
+                    log.warning("could not load %s: %s", name, exc.message)
+                    self._mark_failed(version, exc.message)
         finally:
             self.warmed.set()
+
+    def _mark_failed(self, version: Version, message: str) -> None:
+        with self.store.transaction():
+            current = self.store.get_version(version.name)
+            if current is not None and current.uid == version.uid and current.state == "READY":
+                current.state, current.error_message = "FAILED", message
+                self.store.put_version(current)
 
     def is_ready(self) -> bool:
         return self.warmed.is_set()

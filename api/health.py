@@ -1,10 +1,12 @@
 """Health probes (open in every IAM mode): liveness and readiness for Cloud Run / Kubernetes.
 
-  GET /healthz  -> 200 {"status": "ok"} while the process serves
+  GET /healthz  -> 200 {"status": "ok", "pid": <worker pid>} while the process serves
   GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded, else 503
 """
 
 from __future__ import annotations
+
+import os
 
 from flask import Blueprint, Response, current_app
 
@@ -15,7 +17,7 @@ bp = Blueprint("health", __name__)
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    return json_response({"status": "ok"})
+    return json_response({"status": "ok", "pid": os.getpid()})
 
 
 @bp.get("/readyz")

@@ -1,4 +1,7 @@
-"""Train the demo models `make serve` bundles, into demo/models/ (skipped when present)."""
+"""Train the demo models `make serve` bundles into the local state folder (skipped when present).
+
+They land in mlemu-state/demo-models/, which demo/bootstrap.yaml points at.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-OUT = Path(__file__).resolve().parent / "models"
+OUT = Path(__file__).resolve().parent.parent / "mlemu-state" / "demo-models"
 
 
 def main() -> None:
@@ -39,7 +42,8 @@ def main() -> None:
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 3},
                         xgb.DMatrix(features, label=labels, missing=np.nan), num_boost_round=20)
     (OUT / "census_xgb").mkdir(exist_ok=True)
-    booster.save_model(OUT / "census_xgb" / "model.bst")
+    booster.save_model(OUT / "census_xgb" / "model.ubj")
+    (OUT / "census_xgb" / "model.ubj").rename(OUT / "census_xgb" / "model.bst")
 
     (OUT / "threshold").mkdir(exist_ok=True)
     with open(OUT / "threshold" / "model.pkl", "wb") as f:

@@ -39,7 +39,10 @@ class XGBoostPredictor(Predictor):
 
             booster = xgboost.Booster()
             try:
-                booster.load_model(path)
+                # From a buffer XGBoost tells JSON from UBJSON by content; from a path it guesses
+                # by the extension, which `.bst` does not name.
+                with open(path, "rb") as f:
+                    booster.load_model(bytearray(f.read()))
             except Exception as exc:  # noqa: BLE001 - xgboost raises XGBoostError for bad files
                 raise ModelLoadError(f"Could not load the model: {path}. {exc}") from None
             return cls(booster)

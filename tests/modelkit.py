@@ -62,7 +62,8 @@ def xgboost_model(directory: Path, features: int = 3, rounds: int = 10,
                         xgb.DMatrix(x, label=y, missing=np.nan), num_boost_round=rounds)
     directory.mkdir(parents=True, exist_ok=True)
     if filename == "model.bst":
-        booster.save_model(directory / filename)
+        booster.save_model(directory / "model.ubj")  # UBJSON, what XGBoost writes by default
+        (directory / "model.ubj").rename(directory / filename)
     else:
         joblib.dump(booster, directory / filename)
     return booster

@@ -1,0 +1,118 @@
+"""Built-in frameworks: file rules, detection, predict semantics, and errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import predictors
+from errors import ModelLoadError, PredictionFailed
+from tests import modelkit
+
+
+def test_sklearn_joblib_and_pkl_predict_like_the_estimator(tmp_path):
+    for filename in ("model.joblib", "model.pkl"):
+        est = modelkit.sklearn_model(tmp_path / filename, "pipeline", filename=filename)
+        predictor, framework = predictors.load(str(tmp_path / filename))
+        assert framework == "SCIKIT_LEARN"
+        x = modelkit.training_data(n=5, seed=7)[0]
+        assert predictor.predict(x.tolist()) == est.predict(x).tolist()
+
+
+def test_sklearn_uses_predict_not_predict_proba(tmp_path):
+    modelkit.sklearn_model(tmp_path, "logreg")
+    predictor, _ = predictors.load(str(tmp_path), "SCIKIT_LEARN")
+    out = predictor.predict([[3, 0, 0, 0], [-3, 0, 0, 0]])
+    assert out == [1, 0]
+
+
+def test_sklearn_wrong_feature_count_is_prediction_failed(tmp_path):
+    modelkit.sklearn_model(tmp_path, "logreg")
+    predictor, _ = predictors.load(str(tmp_path))
+    with pytest.raises(PredictionFailed) as err:
+        predictor.predict([[1.0, 2.0]])
+    assert err.value.message.startswith("Prediction failed: Exception during sklearn prediction:")
+    assert "4 features" in err.value.message
+
+
+def test_more_than_one_model_file_is_named(tmp_path):
+    modelkit.sklearn_model(tmp_path, filename="model.joblib")
+    modelkit.sklearn_model(tmp_path, filename="model.pkl")
+    with pytest.raises(ModelLoadError) as err:
+        predictors.load(str(tmp_path))
+    assert "model.joblib" in err.value.message and "model.pkl" in err.value.message
+
+
+def test_missing_model_file_and_directory(tmp_path):
+    with pytest.raises(ModelLoadError, match="Could not find a model file"):
+        predictors.load(str(tmp_path))
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        predictors.load(str(tmp_path / "nope"))
+
+
+def test_corrupt_model_file(tmp_path):
+    (tmp_path / "model.joblib").write_bytes(b"not a pickle")
+    with pytest.raises(ModelLoadError, match="Could not load the model"):
+        predictors.load(str(tmp_path))
+
+
+def test_framework_mismatch_is_refused(tmp_path):
+    modelkit.xgboost_model(tmp_path)
+    with pytest.raises(ModelLoadError, match="SCIKIT_LEARN cannot serve model.bst"):
+        predictors.load(str(tmp_path), "SCIKIT_LEARN")
+
+
+def test_xgboost_nan_and_null_mean_missing(tmp_path):
+    import xgboost as xgb
+
+    booster = modelkit.xgboost_model(tmp_path)
+    predictor, framework = predictors.load(str(tmp_path))
+    assert framework == "XGBOOST"
+    rows = [[0.0, 1.1, float("nan")], [0.5, None, -0.3], [1.0, -1.0, 0.2]]
+    expected = booster.predict(
+        xgb.DMatrix(np.array(rows, dtype=np.float32), missing=np.nan)
+    ).tolist()
+    assert predictor.predict(rows) == expected
+    # The missing feature really is treated as missing (not as 0.0).
+    zeroed = booster.predict(xgb.DMatrix(np.array([[0.5, 0.0, -0.3]], dtype=np.float32))).tolist()
+    assert predictor.predict([[0.5, None, -0.3]]) == expected[1:2]
+    assert all(0.0 <= p <= 1.0 and not math.isnan(p) for p in expected)
+    assert isinstance(zeroed[0], float)
+
+
+def test_xgboost_pickled_booster_and_estimator_detected(tmp_path):
+    import joblib
+    from xgboost import XGBClassifier
+
+    booster = modelkit.xgboost_model(tmp_path / "b", filename="model.joblib")
+    predictor, framework = predictors.load(str(tmp_path / "b"))
+    assert framework == "XGBOOST"
+    assert len(predictor.predict([[0.1, 0.2, 0.3]])) == 1
+    x, y = modelkit.training_data(n=50, features=3)
+    est = XGBClassifier(n_estimators=5, max_depth=2).fit(x, y)
+    (tmp_path / "e").mkdir()
+    joblib.dump(est, tmp_path / "e" / "model.joblib")
+    predictor, framework = predictors.load(str(tmp_path / "e"))
+    assert framework == "XGBOOST"
+    np.testing.assert_allclose(predictor.predict(x[:3].tolist()), est.predict_proba(x[:3])[:, 1],
+                               rtol=1e-6)
+    assert booster is not None
+
+
+def test_xgboost_wrong_feature_count(tmp_path):
+    modelkit.xgboost_model(tmp_path)
+    predictor, _ = predictors.load(str(tmp_path))
+    with pytest.raises(PredictionFailed, match="Exception during xgboost prediction"):
+        predictor.predict([[1.0, 2.0, 3.0, 4.0, 5.0]])
+    with pytest.raises(PredictionFailed, match="list of features"):
+        predictor.predict([1.0, 2.0, 3.0])
+
+
+def test_signatures_report_feature_counts(tmp_path):
+    modelkit.sklearn_model(tmp_path / "s", "logreg", features=4)
+    modelkit.xgboost_model(tmp_path / "x", features=3)
+    sk, _ = predictors.load(str(tmp_path / "s"))
+    xg, _ = predictors.load(str(tmp_path / "x"))
+    assert sk.signature().inputs[0].shape == (-1, 4)
+    assert sk.signature().outputs[0].datatype == "INT64"
+    assert xg.signature().inputs[0].shape == (-1, 3)

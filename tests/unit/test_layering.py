@@ -1,0 +1,71 @@
+"""The architecture's import rules (DESIGN.md): imports point down, Flask stays in the adapters,
+and `import predictors` pulls in no ML framework."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Top-level module/package -> layer; a module may import only from its own layer or below.
+LAYERS = {
+    "errors": 0, "payloads": 0, "settings": 0, "wirejson": 0,
+    "auth": 1, "registry": 1, "predictors": 1,
+    "dataplane": 2, "controlplane": 2, "emulator": 2,
+    "api": 3, "protocols": 3,
+    "app": 4, "grpc_server": 4, "cli_client": 4,
+}
+FLASK_ALLOWED = {"app", "api", "protocols"}
+
+
+def _source_files():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in LAYERS or (rel.stem in LAYERS and len(rel.parts) == 1):
+            if "_generated" in rel.parts:
+                continue
+            yield rel, path
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:` (annotations only, never imported)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0]
+
+
+def test_imports_point_down_and_flask_stays_in_adapters():
+    problems = []
+    for rel, path in _source_files():
+        owner = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        layer = LAYERS[owner]
+        for name in _imports(path):
+            if name in ("flask", "werkzeug") and owner not in FLASK_ALLOWED:
+                problems.append(f"{rel} imports {name}")
+            if name in LAYERS and name != owner and LAYERS[name] > layer:
+                problems.append(f"{rel} (layer {layer}) imports {name} (layer {LAYERS[name]})")
+    assert not problems, "\n".join(problems)
+
+
+def test_import_predictors_loads_no_framework():
+    code = (
+        "import sys, predictors, predictors.custom, registry.deployments, dataplane\n"
+        "heavy = [m for m in ('tensorflow', 'xgboost', 'sklearn', 'torch') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
