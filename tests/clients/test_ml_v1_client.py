@@ -7,6 +7,7 @@ message.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -315,3 +316,13 @@ def test_cli_verbs_against_the_server(server: LiveServer, models: dict[str, Any]
                                str(models["root"] / "corrupt"), "--url", server.url,
                                "--project", "cli"])
     assert bad.exit_code != 0 and "Could not load the model" in bad.output
+
+
+def test_client_connection_survives_an_idle_pause(ml: Any, models: dict[str, Any]) -> None:
+    """httplib2 reuses an idle connection and does not retry a body that hits a closed one, so
+    the server must keep idle connections open longer than a user pauses between calls."""
+    ml.projects().models().create(parent=P, body={"name": "idle"}).execute()
+    _create_version(ml, "idle", "v1", models["root"] / "linear")
+    time.sleep(6.5)  # longer than gunicorn's default keepalive (5 s)
+    rows = ROWS * 500  # a body too large to fit in one write to a dead socket
+    assert len(_predict(ml, f"{P}/models/idle", rows)) == len(rows)
