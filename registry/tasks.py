@@ -19,21 +19,17 @@ an error instead of being run again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import os
 import queue
-import secrets
-import socket
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from errors import Aborted, ApiError, Internal
+from registry.owners import owner_is_dead, this_owner
 from registry.store import Store
 
 log = logging.getLogger("mlemu.tasks")
@@ -77,43 +73,6 @@ def register(task_type: str, work: Work, finish: Finish) -> None:
 
 def handler(task_type: str) -> Handler | None:
     return _HANDLERS.get(task_type)
-
-
-# --- identity -------------------------------------------------------------------------------
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
-def _start_time(pid: int) -> str:
-    """The kernel's start time of `pid` (tells a reused pid from the original process)."""
-    stat = _read(f"/proc/{pid}/stat")
-    return stat.rsplit(")", 1)[-1].split()[19] if stat else ""
-
-
-def _machine() -> str:
-    """This host, boot and pid namespace: pids are comparable only within all three."""
-    ns = ""
-    with contextlib.suppress(OSError):
-        ns = os.readlink("/proc/self/ns/pid")
-    return f"{socket.gethostname()}|{_read('/proc/sys/kernel/random/boot_id')}|{ns}"
-
-
-def this_owner() -> str:
-    pid = os.getpid()
-    return f"{_machine()}|{pid}|{_start_time(pid)}|{secrets.token_hex(4)}"
-
-
-def owner_is_dead(owner: str) -> bool:
-    """True only when `owner` provably no longer runs; False when unknown (wait for its lease)."""
-    parts = owner.split("|")
-    if len(parts) != 6 or "|".join(parts[:3]) != _machine() or not parts[4]:
-        return False
-    pid = int(parts[3])
-    return _start_time(pid) != parts[4]  # gone, or the pid now belongs to another process
 
 
 # --- the store side ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from controlplane import listing
 from errors import InvalidArgument
-from registry import tasks
+from registry import owners, tasks
 from registry.resources import Operation, Version
 from tests import modelkit
 from tests.clients.mlclient import GATE_PREDICTOR, wait_for_file
@@ -132,12 +132,12 @@ def test_operation_interrupted_too_often_is_failed(make_app: Any, tmp_path: Path
 
 
 def test_owner_identity() -> None:
-    me = tasks.this_owner()
-    assert not tasks.owner_is_dead(me)
+    me = owners.this_owner()
+    assert not owners.owner_is_dead(me)
     parts = me.split("|")
-    assert tasks.owner_is_dead("|".join([*parts[:4], "1", parts[5]]))  # pid reused by another
-    assert tasks.owner_is_dead("|".join([*parts[:3], "999999999", parts[4], parts[5]]))
-    assert not tasks.owner_is_dead("otherhost|b|n|1|1|x")  # unknowable: wait for the lease
+    assert owners.owner_is_dead("|".join([*parts[:4], "1", parts[5]]))  # pid reused by another
+    assert owners.owner_is_dead("|".join([*parts[:3], "999999999", parts[4], parts[5]]))
+    assert not owners.owner_is_dead("otherhost|b|n|1|1|x")  # unknowable: wait for the lease
 
 
 def test_patches_and_default_switch(make_app: Any, tmp_path: Path) -> None:
