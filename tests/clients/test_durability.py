@@ -17,7 +17,7 @@ from googleapiclient.errors import HttpError
 from registry import tasks
 from registry.store import SqliteStore
 from tests import modelkit
-from tests.clients.mlclient import GATE_PREDICTOR, ml_client, wait_done, wait_for_file
+from tests.clients.mlclient import GATE_PREDICTOR, error_of, ml_client, wait_done, wait_for_file
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow
@@ -94,6 +94,15 @@ def test_sigkill_during_versions_create_comes_back_consistent(tmp_path: Path) ->
         wait_for_file(model_dir / "started")  # the worker is inside from_path now
         version = ml.projects().models().versions().get(name=f"{P}/models/slow/versions/v1").execute()
         assert version["state"] == "CREATING"
+        # Nothing may change a version while its operation runs.
+        for call in (ml.projects().models().versions().delete(name=version["name"]),
+                     ml.projects().models().versions().patch(
+                         name=version["name"], updateMask="description", body={"description": "x"}),
+                     ml.projects().models().delete(name=f"{P}/models/slow")):
+            with pytest.raises(HttpError) as info:
+                call.execute()
+            assert info.value.resp.status == 400
+            assert "has an operation in progress" in error_of(info.value)["message"]
     finally:
         os.killpg(a.proc.pid, signal.SIGKILL)
         a.proc.wait(timeout=30)
