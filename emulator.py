@@ -35,7 +35,7 @@ class Emulator:
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
     #: Runs long-running operations off the request thread and adopts orphaned ones.
-    tasks: TaskRunner = dataclasses.field(init=False)
+    tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.

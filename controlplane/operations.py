@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import auth
 from controlplane import listing
 from controlplane.common import not_found_operation
+from controlplane.project import project_number
 from errors import ApiError, Cancelled, InvalidArgument
 from payloads import Caller
 from registry import names, tasks
@@ -47,7 +48,7 @@ def start(emu: Emulator, *, project: str, op_type: str, prefix: str, target: str
     name = names.operation_name(project, f"{prefix}-{ms}")
     now = now_rfc3339()
     metadata: dict[str, Any] = {"createTime": now, "startTime": now, "operationType": op_type,
-                                "modelName": model_name}
+                                "modelName": model_name, "projectNumber": project_number(project)}
     if version is not None:
         metadata["version"] = version
     if labels:

@@ -57,6 +57,8 @@ def _create_version(ml: Any, model: str, version: str, uri: Path, **extra: Any) 
     assert op["name"].startswith(f"{P}/operations/create_{model}_{version}-")
     assert op["metadata"]["@type"] == "type.googleapis.com/google.cloud.ml.v1.OperationMetadata"
     assert op["metadata"]["operationType"] == "CREATE_VERSION"
+    assert op["metadata"]["modelName"] == f"{P}/models/{model}"
+    assert op["metadata"]["projectNumber"].isdigit()
     return wait_done(ml, op)
 
 
