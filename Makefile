@@ -20,7 +20,7 @@ demo: venv
 serve: demo
 	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
 	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
-	$(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
+	MLEMU_PROJECT=demo $(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
 
 test: venv
 	$(PY) -m pytest

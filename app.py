@@ -32,6 +32,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.unimplemented import register_unimplemented
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
+    from protocols.tfserving import bp as tfserving_bp
 
     settings = settings or Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(),
@@ -39,7 +40,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
-    for bp in (health_bp, aiplatform_bp, *management_bps):
+    for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves

@@ -11,3 +11,12 @@ curl -sS -X POST "$URL/v1/projects/demo/models/census_xgb:predict" \
   -H 'Content-Type: application/json' -d '{"instances": [[0.0, 1.1, NaN], [1.5, null, -0.3]]}'
 curl -sS -X POST "$URL/v1/projects/demo/models/threshold:predict" \
   -H 'Content-Type: application/json' -d '{"instances": [[5.1, 3.5, 1.4, 0.2]], "threshold": 0.7}'
+# TensorFlow Serving REST API (models of project `demo`: make serve sets MLEMU_PROJECT=demo)
+curl -sS "$URL/v1/models/half_plus_three"
+curl -sS "$URL/v1/models/half_plus_three/metadata"
+curl -sS -d '{"instances": [1.0, 2.0, 5.0]}' -X POST "$URL/v1/models/half_plus_three:predict"
+curl -sS -d '{"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}, {"x": 2.0}]}' -X POST "$URL/v1/models/half_plus_three:regress"
+curl -sS -d '{"inputs": {"x": [1.0, 2.0]}}' -X POST "$URL/v1/models/half_plus_three/labels/stable:predict"
+curl -sS -d '{"instances": [[5.1, 3.5, 1.4, 0.2]]}' -X POST "$URL/v1/models/iris/versions/2:predict"
+curl -sS -X POST "$URL/v1/projects/demo/models/half_plus_three:predict" \
+  -H 'Content-Type: application/json' -d '{"instances": [1.0, 2.0, 5.0]}'

@@ -1,6 +1,8 @@
 """Train the demo models `make serve` bundles into the local state folder (skipped when present).
 
-They land in mlemu-state/demo-models/, which demo/bootstrap.yaml points at.
+They land in mlemu-state/demo-models/, which demo/bootstrap.yaml points at;
+`python demo/make_models.py OUT` writes them to OUT instead. TensorFlow is imported for
+`half_plus_three` only.
 """
 
 from __future__ import annotations
@@ -15,8 +17,41 @@ import numpy as np
 OUT = Path(__file__).resolve().parent.parent / "mlemu-state" / "demo-models"
 
 
-def main() -> None:
-    if (OUT / ".complete").exists():
+def half_plus_three(target: Path) -> None:
+    """y = 0.5 * x + 3 as a TF1-style SavedModel, like TF Serving's half_plus_two example:
+    `serving_default` predicts y from float x [-1]; `tensorflow/serving/regress` reads feature `x`
+    from serialized tf.Example."""
+    import shutil
+
+    import tensorflow as tf
+
+    shutil.rmtree(target, ignore_errors=True)  # the builder refuses an existing directory
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        a = v1.get_variable("a", initializer=0.5)
+        b = v1.get_variable("b", initializer=3.0)
+        x = v1.placeholder(tf.float32, [None], name="x")
+        examples = v1.placeholder(tf.string, [None], name="tf_example")
+        parsed = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        builder = v1.saved_model.Builder(str(target))
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
+                "serving_default": v1.saved_model.predict_signature_def({"x": x}, {"y": a * x + b}),
+                "tensorflow/serving/regress": v1.saved_model.regression_signature_def(
+                    examples, a * parsed["x"] + b),
+            })
+        builder.save()
+
+
+def main(out: Path = OUT) -> None:
+    if not (out / "half_plus_three" / "saved_model.pb").exists():
+        try:
+            half_plus_three(out / "half_plus_three")
+        except ImportError:
+            print("TensorFlow is not installed: skipping half_plus_three", file=sys.stderr)
+    if (out / ".complete").exists():
         return
     from sklearn.datasets import load_iris
     from sklearn.ensemble import RandomForestClassifier
@@ -24,14 +59,14 @@ def main() -> None:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     x, y = load_iris(return_X_y=True)
     for name, model in (
         ("iris_v1", make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))),
         ("iris_v2", RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0)),
     ):
-        (OUT / name).mkdir(exist_ok=True)
-        joblib.dump(model.fit(x, y), OUT / name / "model.joblib")
+        (out / name).mkdir(exist_ok=True)
+        joblib.dump(model.fit(x, y), out / name / "model.joblib")
 
     import xgboost as xgb
 
@@ -41,16 +76,16 @@ def main() -> None:
     features[rng.random(features.shape) < 0.2] = np.nan  # train with missing values
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 3},
                         xgb.DMatrix(features, label=labels, missing=np.nan), num_boost_round=20)
-    (OUT / "census_xgb").mkdir(exist_ok=True)
-    booster.save_model(OUT / "census_xgb" / "model.ubj")
-    (OUT / "census_xgb" / "model.ubj").rename(OUT / "census_xgb" / "model.bst")
+    (out / "census_xgb").mkdir(exist_ok=True)
+    booster.save_model(out / "census_xgb" / "model.ubj")
+    (out / "census_xgb" / "model.ubj").rename(out / "census_xgb" / "model.bst")
 
-    (OUT / "threshold").mkdir(exist_ok=True)
-    with open(OUT / "threshold" / "model.pkl", "wb") as f:
+    (out / "threshold").mkdir(exist_ok=True)
+    with open(out / "threshold" / "model.pkl", "wb") as f:
         pickle.dump(LogisticRegression().fit(x[y < 2], y[y < 2]), f)
-    (OUT / ".complete").touch()
-    print(f"demo models written to {OUT}", file=sys.stderr)
+    (out / ".complete").touch()
+    print(f"demo models written to {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else OUT)

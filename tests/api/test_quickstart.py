@@ -33,7 +33,9 @@ def readme_curl_commands():
 
 def test_readme_curl_examples_answer_with_predictions(live_server, tmp_path):
     subprocess.run([sys.executable, str(ROOT / "demo" / "make_models.py")], check=True)
-    server = live_server(ROOT / "demo" / "bootstrap.yaml", state_dir=tmp_path / "state")
+    # as `make serve` runs it: the TF Serving routes serve the `demo` project
+    server = live_server(ROOT / "demo" / "bootstrap.yaml", state_dir=tmp_path / "state",
+                         env={"MLEMU_PROJECT": "demo"})
     commands = readme_curl_commands()
     assert len(commands) >= 4
     for method, url, body in commands:

@@ -1,0 +1,280 @@
+"""TENSORFLOW: SavedModels (tag `serve`) run by SignatureDef in a graph session, as TF Serving does.
+
+The model is loaded with the TF1 loader (tf.compat.v1.saved_model.loader) into its own tf.Graph
+and Session, and a signature runs as `session.run(outputs, {inputs})`. That is TF Serving's own
+way (SavedModelBundle + Session::Run), and it serves every kind of SavedModel a user brings: TF2
+exports (tf.saved_model.save, Keras `model.export`) and TF1-era builder/Estimator exports, whose
+classify/regress signatures take serialized tf.Example strings; `tf.saved_model.load` cannot load
+some of the latter. Session.run is thread-safe and each call builds its own feeds, so one loaded
+model serves many threads.
+
+Signature choice (AI Platform `signature_name`, TF Serving `signature_name`): the requested one,
+else `serving_default`, else the only one; a miss names the signatures the model has.
+
+TensorFlow is imported by `from_path` only, never by `import predictors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from errors import ModelLoadError, PredictionFailed
+from predictors import TENSORFLOW, find_model_file, json_tensor, register
+from predictors.base import Predictor, Signature, TensorSpec
+
+SERVE_TAG = "serve"
+DEFAULT_SIGNATURE = "serving_default"
+#: TF2 exports carry this pseudo-signature (the init op); it is listed but never run.
+INIT_OP_SIGNATURE = "__saved_model_init_op"
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+#: TensorFlow DataType names -> Open Inference Protocol datatypes (predictors.base.TensorSpec).
+V2_DATATYPES = {
+    "DT_FLOAT": "FP32", "DT_DOUBLE": "FP64", "DT_HALF": "FP16", "DT_BFLOAT16": "BF16",
+    "DT_INT8": "INT8", "DT_INT16": "INT16", "DT_INT32": "INT32", "DT_INT64": "INT64",
+    "DT_UINT8": "UINT8", "DT_UINT16": "UINT16", "DT_UINT32": "UINT32", "DT_UINT64": "UINT64",
+    "DT_BOOL": "BOOL", "DT_STRING": "BYTES",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One signature input or output: its alias, graph tensor, dtype and shape (-1 unknown)."""
+
+    alias: str
+    tensor: str
+    dtype: np.dtype
+    dtype_name: str  # e.g. DT_FLOAT
+    shape: tuple[int, ...] | None  # None: unknown rank
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureInfo:
+    name: str
+    method_name: str
+    inputs: dict[str, TensorInfo]
+    outputs: dict[str, TensorInfo]
+
+
+def _tensor_info(tf: Any, alias: str, info: Any) -> TensorInfo:
+    if not info.dtype:  # DT_INVALID: the init op's pseudo-output
+        np_dtype = np.dtype(object)
+    else:
+        dtype = tf.as_dtype(info.dtype)
+        np_dtype = np.dtype(object) if dtype == tf.string else np.dtype(dtype.as_numpy_dtype)
+    shape = None if info.tensor_shape.unknown_rank else tuple(d.size for d in info.tensor_shape.dim)
+    return TensorInfo(alias, info.name, np_dtype, _dtype_name(info.dtype), shape)
+
+
+def _dtype_name(enum_value: int) -> str:
+    from tensorflow.core.framework import types_pb2
+
+    return str(types_pb2.DataType.Name(enum_value))
+
+
+def _op_message(exc: Exception) -> str:
+    message = str(getattr(exc, "message", "") or exc)
+    # Python's session wraps the runtime's message; TF Serving reports the runtime's own.
+    message = message.removeprefix("Graph execution error:").strip()
+    return message.split("\n\nOriginal stack trace", 1)[0].strip()
+
+
+@register
+class TensorFlowPredictor(Predictor):
+    framework = TENSORFLOW
+    accepted_parameters = frozenset({"signature_name"})
+
+    def __init__(self, tf: Any, session: Any, meta_graph: Any, model_dir: str) -> None:
+        self._tf = tf
+        self._session = session
+        self._run_errors = (tf.errors.OpError, ValueError, TypeError)
+        self.model_dir = model_dir
+        self._defs = dict(meta_graph.signature_def)
+        self.signatures: dict[str, SignatureInfo] = {
+            name: SignatureInfo(
+                name, sig.method_name,
+                {k: _tensor_info(tf, k, v) for k, v in sorted(sig.inputs.items())},
+                {k: _tensor_info(tf, k, v) for k, v in sorted(sig.outputs.items())},
+            )
+            for name, sig in sorted(self._defs.items())
+        }
+
+    @classmethod
+    def from_path(cls, model_dir: str) -> TensorFlowPredictor:
+        find_model_file(model_dir, TENSORFLOW)
+        import tensorflow as tf
+
+        graph = tf.Graph()
+        session = tf.compat.v1.Session(graph=graph)
+        try:
+            with graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG], model_dir)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is a bad SavedModel
+            session.close()
+            raise ModelLoadError(
+                f"Could not load the model: {model_dir}. {type(exc).__name__}: {_op_message(exc)}"
+            ) from None
+        graph.finalize()  # serving never adds ops; a finalized graph makes sure of it
+        return cls(tf, session, meta_graph, model_dir)
+
+    # -- signatures -------------------------------------------------------------------------
+
+    def runnable(self) -> list[str]:
+        return [name for name in self.signatures if name != INIT_OP_SIGNATURE]
+
+    def select(self, signature_name: Any = None) -> SignatureInfo:
+        """The requested signature, else serving_default, else the only one."""
+        if signature_name is not None and not isinstance(signature_name, str):
+            raise PredictionFailed("'signature_name' key must be a string value.")
+        available = ", ".join(self.runnable()) or "(none)"
+        if signature_name:
+            if signature_name in self.signatures and signature_name != INIT_OP_SIGNATURE:
+                return self.signatures[signature_name]
+            raise PredictionFailed(f'Serving signature name: "{signature_name}" not found in signature '
+                                   f"def. The model's signatures are: {available}.")
+        if DEFAULT_SIGNATURE in self.signatures:
+            return self.signatures[DEFAULT_SIGNATURE]
+        if len(self.runnable()) == 1:
+            return self.signatures[self.runnable()[0]]
+        raise PredictionFailed(f'Serving signature name: "{DEFAULT_SIGNATURE}" not found in signature '
+                               f"def. Name one with signature_name; the model's signatures are: "
+                               f"{available}.")
+
+    def signature(self) -> Signature:
+        try:
+            sig = self.select()
+        except PredictionFailed:
+            return Signature()
+
+        def specs(infos: Mapping[str, TensorInfo]) -> tuple[TensorSpec, ...]:
+            return tuple(TensorSpec(i.alias, V2_DATATYPES.get(i.dtype_name, i.dtype_name),
+                                    i.shape if i.shape is not None else (-1,))
+                         for i in infos.values())
+
+        return Signature(inputs=specs(sig.inputs), outputs=specs(sig.outputs))
+
+    def signature_def_map(self) -> dict[str, Any]:
+        """Every SignatureDef as TF Serving's metadata API prints it (proto JSON, field names)."""
+        from google.protobuf import json_format
+
+        return {name: json_format.MessageToDict(sig, preserving_proto_field_name=True,
+                                                always_print_fields_with_no_presence=True)
+                for name, sig in sorted(self._defs.items())}
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _run(self, fetches: dict[str, str], feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        try:
+            result = self._session.run(fetches, feeds)
+        except self._run_errors as exc:
+            raise PredictionFailed(_op_message(exc)) from None
+        return {alias: np.asarray(value) for alias, value in result.items()}
+
+    def predict_tensors(self, inputs: Mapping[str, np.ndarray], signature_name: str | None = None,
+                        output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Run one signature on named arrays; returns the outputs (all, or `output_names`)."""
+        sig = self.select(signature_name)
+        sent, wanted = set(inputs), set(sig.inputs)
+        if sent != wanted:
+            raise PredictionFailed(
+                f"input size does not match signature: {len(sent)}!={len(wanted)} "
+                f"len({{{','.join(sorted(sent))}}}) != len({{{','.join(sorted(wanted))}}}). "
+                f"Sent extra: {{{','.join(sorted(sent - wanted))}}}. "
+                f"Missing but required: {{{','.join(sorted(wanted - sent))}}}.")
+        names = list(output_names) if output_names else list(sig.outputs)
+        for name in names:
+            if name not in sig.outputs:
+                raise PredictionFailed(f"output tensor alias not found in signature: {name} Outputs "
+                                       f"expected to be in the set {{{','.join(sig.outputs)}}}.")
+        feeds = {}
+        for name, array in inputs.items():
+            info = sig.inputs[name]
+            array = np.asarray(array)
+            if array.dtype != info.dtype:
+                try:
+                    array = array.astype(info.dtype)
+                except (ValueError, TypeError) as exc:
+                    raise PredictionFailed(f"input {name}: cannot convert {array.dtype} to "
+                                           f"{json_tensor.type_name(info.dtype)}: {exc}") from None
+            feeds[info.tensor] = array
+        return self._run({name: sig.outputs[name].tensor for name in names}, feeds)
+
+    def predict(self, instances: list[Any], **kwargs: Any) -> Any:
+        """AI Platform's TensorFlow prediction: instances in, one prediction per instance out."""
+        sig = self.select(kwargs.get("signature_name"))
+        columns = json_tensor.rows_to_columns(
+            instances, {name: info.dtype for name, info in sig.inputs.items()})
+        return json_tensor.columns_to_rows(self.predict_tensors(columns, sig.name))
+
+    # -- classify / regress over tf.Example -------------------------------------------------
+
+    def _serialize(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
+                   context: Mapping[str, tuple[str, list[Any]]] | None) -> np.ndarray:
+        def encode(features: Mapping[str, tuple[str, list[Any]]]) -> bytes:
+            example = self._tf.train.Example()
+            for name, (kind, values) in features.items():
+                getattr(example.features.feature[name], f"{kind}_list").value.extend(values)
+            return bytes(example.SerializeToString())
+
+        if not examples:
+            raise PredictionFailed("Input is empty.")
+        # TF Serving serializes context then example into one string; protobuf merges the two.
+        prefix = encode(context) if context else b""
+        return np.array([prefix + encode(e) for e in examples], dtype=object)
+
+    def _example_signature(self, signature_name: str | None, method: str, kind: str) -> SignatureInfo:
+        sig = self.select(signature_name)
+        if sig.method_name != method:
+            raise PredictionFailed(f"Expected {kind} signature method_name to be {method}. Was: "
+                                   f"{sig.method_name}")
+        if len(sig.inputs) != 1:
+            raise PredictionFailed("Expected one input Tensor.")
+        return sig
+
+    def classify(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
+                 context: Mapping[str, tuple[str, list[Any]]] | None = None,
+                 signature_name: str | None = None) -> list[list[tuple[str, float]]]:
+        """[(label, score), ...] per example, from a classify signature's classes and/or scores."""
+        sig = self._example_signature(signature_name, CLASSIFY_METHOD, "classification")
+        wanted = {k: v.tensor for k, v in sig.outputs.items() if k in ("classes", "scores")}
+        if not wanted:
+            raise PredictionFailed('Expected classification signature outputs to contain at least one '
+                                   'of "classes" or "scores".')
+        serialized = self._serialize(examples, context)
+        out = self._run(wanted, {next(iter(sig.inputs.values())).tensor: serialized})
+        n = len(serialized)
+        classes, scores = out.get("classes"), out.get("scores")
+        for name, tensor in out.items():
+            if tensor.ndim != 2 or tensor.shape[0] != n:
+                raise PredictionFailed(f"Expected Tensor shape: [batch_size num_classes] with batch "
+                                       f"size {n} for {name} but got {list(tensor.shape)}")
+        width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
+        labels = json_tensor.json_value(classes, "classes") if classes is not None else None
+        values = json_tensor.json_value(scores, "scores") if scores is not None else None
+        return [[(labels[i][c] if labels else "", values[i][c] if values else 0.0)
+                 for c in range(width)] for i in range(n)]
+
+    def regress(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
+                context: Mapping[str, tuple[str, list[Any]]] | None = None,
+                signature_name: str | None = None) -> list[float]:
+        """One value per example from a regress signature's `outputs`."""
+        sig = self._example_signature(signature_name, REGRESS_METHOD, "regression")
+        if len(sig.outputs) != 1:
+            raise PredictionFailed("Expected one output Tensor.")
+        serialized = self._serialize(examples, context)
+        out = next(iter(self._run({k: v.tensor for k, v in sig.outputs.items()},
+                                  {next(iter(sig.inputs.values())).tensor: serialized}).values()))
+        n = len(serialized)
+        if not (out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1)) or out.shape[0] != n:
+            raise PredictionFailed(f"Expected output Tensor shape to be either [{n}] or [{n}, 1] but "
+                                   f"got {list(out.shape)}")
+        return json_tensor.json_value(out.reshape(-1), "outputs")  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._session.close()

@@ -1,0 +1,149 @@
+"""TF Serving's view of the registry: version numbers, version labels, model status.
+
+TF Serving names versions by int64 number and by label; ml v1 version ids must start with a
+letter. The mapping (documented in the README, "TensorFlow Serving REST API"):
+
+- a version's number is `serving: {tfServingVersion: N}` from the bootstrap file, else the
+  trailing digits of its id (`v3` -> 3, `model_2024` -> 2024); a version with neither has no
+  number: it is served as the model's default and through labels, and left out of the status list.
+  When two versions claim one number, the explicit `tfServingVersion` wins, then the older version.
+- labels are per model in the bootstrap file, `serving: {labels: {stable: v1, canary: 2}}`, naming
+  a version id or a number.
+- a request without a version (TF Serving's `Latest(name)`) runs the model's default version, the
+  one AI Platform's `:predict` runs, so both protocols answer alike.
+
+Lookups go through dataplane.resolve, so IAM is checked first and the same way as for ml v1. No
+Flask here: the blueprint in protocols/tfserving.py turns these into HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import auth
+import dataplane
+from errors import ApiError, FailedPrecondition, InvalidArgument, NotFound
+from payloads import Caller, ModelRef
+from predictors.base import Predictor
+from registry import names
+from registry.resources import Version
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+NUMBER_KEY = "tfServingVersion"
+LABELS_KEY = "labels"
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
+
+#: ml v1 Version.state -> TF Serving ModelVersionStatus.State.
+_STATES = {"READY": "AVAILABLE", "CREATING": "LOADING", "UPDATING": "LOADING",
+           "DELETING": "UNLOADING", "FAILED": "END", "UNKNOWN": "START"}
+
+
+def number_of(version: Version) -> int | None:
+    explicit = (version.serving or {}).get(NUMBER_KEY)
+    if explicit is not None:
+        try:
+            return int(explicit)
+        except (TypeError, ValueError):
+            return None
+    match = _TRAILING_DIGITS.search(names.short(version.name))
+    return int(match.group(1)) if match else None
+
+
+def numbered(emu: Emulator, model_name: str) -> dict[int, Version]:
+    """number -> version for every numbered version of a model."""
+    found: dict[int, Version] = {}
+    ranked = sorted(emu.store.list_versions(model_name),
+                    key=lambda v: (NUMBER_KEY not in (v.serving or {}), v.create_time, v.name))
+    for version in ranked:
+        number = number_of(version)
+        if number is not None and number not in found:
+            found[number] = version
+    return found
+
+
+def _label_target(emu: Emulator, model_name: str, label: str) -> str | int:
+    model = emu.store.get_model(model_name)
+    labels: Any = (model.serving or {}).get(LABELS_KEY) if model is not None else None
+    target = labels.get(label) if isinstance(labels, dict) else None
+    if target is None or isinstance(target, bool):
+        raise InvalidArgument(f"Unrecognized servable version label: {label}")
+    return target if isinstance(target, int) else str(target)
+
+
+def _version_id(emu: Emulator, model: str, model_name: str, number: int) -> str:
+    version = numbered(emu, model_name).get(number)
+    if version is None:
+        raise NotFound(f"Servable not found for request: Specific({model}, {number})")
+    return names.short(version.name)
+
+
+def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
+            label: str | None, permission: str) -> tuple[Version, Predictor]:
+    """The version a TF Serving request names (Latest, a number or a label) and its predictor.
+
+    `permission` is the models.* one ("ml.models.predict"); version requests check versions.*.
+    """
+    model_name = names.model_name(project, model)
+    version_permission = permission.replace("ml.models.", "ml.versions.")
+    if number is None and label is None:
+        ref, spec, wanted = ModelRef(project, model), f"Latest({model})", permission
+    else:
+        auth.authorize(emu, caller, version_permission, model_name)  # before any lookup
+        target: str | int = number if number is not None else _label_target(emu, model_name, label or "")
+        if isinstance(target, int):
+            ref = ModelRef(project, model, _version_id(emu, model, model_name, target))
+            spec = f"Specific({model}, {target})"
+        else:  # a label naming a version id: report it by number when it has one
+            named = emu.store.get_version(names.version_name(project, model, target))
+            shown = number_of(named) if named is not None else None
+            ref = ModelRef(project, model, target)
+            spec = f"Specific({model}, {shown if shown is not None else target})"
+        wanted = version_permission
+    try:
+        return dataplane.resolve(emu, caller, ref, wanted)
+    except NotFound:
+        raise NotFound(f"Servable not found for request: {spec}") from None
+    except FailedPrecondition as exc:  # no default version, or not READY: nothing is serving
+        raise NotFound(f"Servable not found for request: {spec}. {exc.message}") from None
+
+
+def _status(emu: Emulator, version: Version) -> dict[str, Any]:
+    number = number_of(version)
+    state, code, message = _STATES.get(version.state, "START"), "OK", ""
+    if version.state == "READY":
+        try:
+            emu.deployments.get(version)  # AVAILABLE means loaded, as in TF Serving
+        except ApiError as exc:
+            state, code, message = "END", exc.code.name, exc.message
+    elif version.state == "FAILED":
+        code, message = "FAILED_PRECONDITION", version.error_message
+    return {"version": str(number if number is not None else 0), "state": state,
+            "status": {"error_code": code, "error_message": message}}
+
+
+def model_status(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
+                 label: str | None) -> dict[str, Any]:
+    """GetModelStatusResponse: every numbered version (newest first), or the one named."""
+    model_name = names.model_name(project, model)
+    if number is None and label is None:
+        auth.authorize(emu, caller, "ml.models.get", model_name)
+        versions = numbered(emu, model_name)
+        if not versions:
+            raise NotFound(f"Could not find any versions of model {model}")
+        return {"model_version_status": [_status(emu, versions[n]) for n in sorted(versions, reverse=True)]}
+    auth.authorize(emu, caller, "ml.versions.get", model_name)
+    if label is not None:
+        target = _label_target(emu, model_name, label)
+        if isinstance(target, str):
+            version = emu.store.get_version(names.version_name(project, model, target))
+            if version is None:
+                raise NotFound(f"Could not find version {target} of model {model}")
+            return {"model_version_status": [_status(emu, version)]}
+        number = target
+    found = numbered(emu, model_name).get(number)  # type: ignore[arg-type]
+    if found is None:
+        raise NotFound(f"Could not find version {number} of model {model}")
+    return {"model_version_status": [_status(emu, found)]}
