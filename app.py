@@ -16,6 +16,8 @@ from typing import Any
 import click
 from flask import Flask
 
+from cli_client import models as models_cli
+from cli_client import versions as versions_cli
 from settings import Settings
 
 ROOT = Path(__file__).resolve().parent
@@ -26,6 +28,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     """A Flask app serving every protocol over one Emulator built from `settings`."""
     from api import register_fallbacks
     from api.health import bp as health_bp
+    from api.management import BLUEPRINTS as management_bps
+    from api.unimplemented import register_unimplemented
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
@@ -38,11 +42,12 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
-    for bp in (health_bp, aiplatform_bp, tfserving_bp):
+    for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
     register_fallbacks(flask_app)
+    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     return flask_app
 
 
@@ -56,6 +61,10 @@ def __getattr__(name: str) -> Any:
 @click.group()
 def main() -> None:
     """mlemu: a local emulator of Google Cloud AI Platform Prediction."""
+
+
+main.add_command(models_cli)  # `models create|list`, talking to a running server
+main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 
 
 @main.command()

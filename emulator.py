@@ -18,6 +18,7 @@ from registry import bootstrap
 from registry.deployments import Deployments
 from registry.resources import Version
 from registry.store import Store, open_store
+from registry.tasks import TaskRunner
 from settings import Settings
 
 log = logging.getLogger("mlemu")
@@ -33,6 +34,8 @@ class Emulator:
     #: Version names declared by the bootstrap file (readiness waits for these to load).
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: Runs long-running operations off the request thread and adopts orphaned ones.
+    tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.
@@ -71,6 +74,9 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"))
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+    # Starting the runner also recovers operations a dead process left unfinished.
+    emu.tasks = TaskRunner(store, emu)
+    emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
     else:

@@ -23,7 +23,11 @@ preload_app = False
 # Cloud Run sends SIGTERM and kills 10 s later: finish in-flight requests within 8 s.
 graceful_timeout = 8
 timeout = 120  # first requests may load a large model
-keepalive = 5
+# Google's API client (httplib2) reuses idle connections and does not retry a request whose body
+# hits one the server has closed (BrokenPipeError, e.g. a :predict sent 6 s after the previous
+# call with keepalive = 5). Google's front ends keep idle connections for minutes; so do we.
+# gthread parks idle keep-alive connections in its poller, so they hold no thread.
+keepalive = 120
 loglevel = _settings.log_level
 accesslog = None
 errorlog = "-"

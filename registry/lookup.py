@@ -48,7 +48,9 @@ def serving_version(store: Store, ref: ModelRef) -> Version:
         version = store.get_version(name)
         if version is None:
             raise version_not_found(name)
-    if version.state != "READY":
+    # UPDATING only ever follows READY (versions.patch refuses anything else) and changes
+    # metadata, not the model, so the version keeps serving meanwhile.
+    if version.state not in ("READY", "UPDATING"):
         detail = f": {version.error_message}" if version.error_message else "."
         raise FailedPrecondition(
             f"Version {version.name} is not ready for prediction; its state is {version.state}"

@@ -21,7 +21,9 @@ from typing import Any
 
 from registry.resources import Model, Operation, Version
 
-KINDS = ("models", "versions", "operations", "policies")
+#: "tasks" holds the claim (owner, lease) of every unfinished long-running operation; see
+#: registry/tasks.py. A backend needs nothing beyond get/children/put/delete and transaction().
+KINDS = ("models", "versions", "operations", "policies", "tasks")
 
 
 class Store(abc.ABC):

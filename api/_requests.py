@@ -1,0 +1,70 @@
+"""Request decoding shared by the ml v1 management blueprints: the emulator and caller, JSON
+bodies, typed query parameters, and the `id` URL converter.
+
+Resource ids never contain ':' (names.ID_RE), so the `id` converter keeps `/models/<id:model>`
+from swallowing custom-method paths such as `/models/m:getIamPolicy`; those reach their own
+route (or the 501 fallback) instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, request
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import BaseConverter
+
+import auth
+from api._google import check_standard_params
+from errors import InvalidArgument
+from payloads import Caller
+from protocols._http import decode_json, read_body
+
+
+class IdConverter(BaseConverter):
+    regex = r"[^/:]+"
+
+
+def use_id_converter(bp: Blueprint) -> None:
+    """Make `<id:...>` available to `bp`'s rules (call before declaring them)."""
+    def register(state: BlueprintSetupState) -> None:
+        state.app.url_map.converters.setdefault("id", IdConverter)
+
+    bp.record_once(register)
+
+
+def context() -> tuple[Any, Caller]:
+    """The Emulator and the verified caller of the current request."""
+    check_standard_params()
+    emu = current_app.extensions["mlemu"]
+    return emu, auth.identify(emu, request.headers)
+
+
+def body(required: bool = True) -> Any:
+    emu = current_app.extensions["mlemu"]
+    data = read_body(emu.settings.max_request_bytes)
+    if not data.strip() and not required:
+        return None
+    return decode_json(data)
+
+
+def int_arg(name: str) -> int | None:
+    raw = request.args.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument(f"Invalid value at '{name}' (TYPE_INT32), \"{raw}\"") from None
+
+
+def bool_arg(name: str) -> bool:
+    raw = (request.args.get(name) or "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise InvalidArgument(f"Invalid value at '{name}' (TYPE_BOOL), \"{raw}\"")
+    return raw in ("true", "1")
+
+
+def list_args() -> dict[str, Any]:
+    return {"filter": request.args.get("filter"), "page_size": int_arg("pageSize"),
+            "page_token": request.args.get("pageToken")}

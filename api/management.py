@@ -1,0 +1,9 @@
+"""The ml v1 management blueprints, in the order create_app registers them."""
+
+from __future__ import annotations
+
+from api.models import bp as models_bp
+from api.operations import bp as operations_bp
+from api.versions import bp as versions_bp
+
+BLUEPRINTS = (models_bp, versions_bp, operations_bp)

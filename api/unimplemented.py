@@ -1,0 +1,77 @@
+"""501 UNIMPLEMENTED, in the Google error format, for every ml v1 method no blueprint serves.
+
+The routes are generated from the discovery document (registry/discovery.py) when the app is
+built, after every real blueprint is registered: a method counts as implemented when a request
+to its path already reaches another view. `coverage(app)` reports the outcome; the README's method
+coverage table is generated from it by tools/ml_v1_discovery.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, NoReturn
+
+from flask import Flask
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RequestRedirect
+
+from errors import Unimplemented
+from registry import discovery
+
+ENDPOINT_PREFIX = "ml_v1_unimplemented"
+#: predict and explain take any model or version name ({+name}), but their flatPath names only
+#: the project; these are the paths clients actually send.
+NAME_PATHS = {
+    method: [f"v1/projects/{{projectsId}}/models/{{modelsId}}:{verb}",
+             f"v1/projects/{{projectsId}}/models/{{modelsId}}/versions/{{versionsId}}:{verb}"]
+    for method, verb in (("ml.projects.predict", "predict"), ("ml.projects.explain", "explain"))
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    method: discovery.Method
+    implemented: bool
+
+
+def _rule(path: str) -> str:
+    return "/" + re.sub(r"\{(\w+)\}", r"<\1>", path)
+
+
+def _sample(path: str) -> str:
+    return "/" + re.sub(r"\{\w+\}", "x", path)
+
+
+def _served(app: Flask, path: str, http_method: str) -> bool:
+    adapter = app.url_map.bind("localhost")
+    try:
+        endpoint, _ = adapter.match(_sample(path), method=http_method)
+    except (HTTPException, RequestRedirect):
+        return False
+    return not str(endpoint).startswith(ENDPOINT_PREFIX)
+
+
+def _unimplemented_view(method_id: str) -> Any:
+    def view(**_: str) -> NoReturn:
+        raise Unimplemented(f"Method {method_id} is not implemented by mlemu.")
+
+    return view
+
+
+def register_unimplemented(app: Flask) -> None:
+    """Add a 501 route for each unserved ml v1 method; call after all other blueprints."""
+    rows = []
+    for method in discovery.methods():
+        paths = NAME_PATHS.get(method.id, [method.flat_path])
+        missing = [p for p in paths if not _served(app, p, method.http_method)]
+        for i, path in enumerate(missing):
+            app.add_url_rule(_rule(path), endpoint=f"{ENDPOINT_PREFIX}.{method.id}.{i}",
+                             view_func=_unimplemented_view(method.id),
+                             methods=[method.http_method])
+        rows.append(Coverage(method, implemented=not missing))
+    app.extensions["mlemu_ml_v1_coverage"] = rows
+
+
+def coverage(app: Flask) -> list[Coverage]:
+    return list(app.extensions["mlemu_ml_v1_coverage"])

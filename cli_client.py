@@ -1,0 +1,199 @@
+"""Command-line verbs for a running mlemu, in the spirit of `gcloud ai-platform`:
+
+  python app.py models create MODEL [--description D] [--labels k=v,..] [--region R]
+  python app.py models list
+  python app.py versions create VERSION --model M --origin DIR [--framework F]
+      [--prediction-class module.Class] [--package-uris a.tar.gz,b.whl] [--async]
+  python app.py versions list --model M
+  python app.py versions set-default VERSION --model M
+  python app.py versions delete VERSION --model M [--async]
+
+Every verb takes --url (default http://127.0.0.1:8080) and --project (default $MLEMU_PROJECT,
+else "mlemu") and talks to the server's ml v1 API over HTTP; create and delete wait for their
+operation like gcloud does unless --async is given. Local paths are sent as absolute paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import requests
+
+from settings import Settings
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+WAIT_TIMEOUT_S = 600.0
+
+
+class Api:
+    def __init__(self, url: str, project: str) -> None:
+        self.base = url.rstrip("/") + "/v1/"
+        self.project = project
+
+    def call(self, method: str, path: str, body: Any = None, **params: Any) -> dict[str, Any]:
+        try:
+            resp = requests.request(method, self.base + path, json=body, timeout=60,
+                                    params={k: v for k, v in params.items() if v is not None})
+        except requests.RequestException as exc:
+            raise click.ClickException(f"Cannot reach mlemu at {self.base}: {exc}") from None
+        try:
+            data: dict[str, Any] = resp.json()
+        except ValueError:
+            raise click.ClickException(f"HTTP {resp.status_code}: {resp.text[:500]}") from None
+        if resp.status_code >= 400:
+            error = data.get("error", {})
+            raise click.ClickException(f"{error.get('status', resp.status_code)}: "
+                                       f"{error.get('message', resp.text[:500])}")
+        return data
+
+    def list_all(self, path: str, key: str) -> list[dict[str, Any]]:
+        """Every item of a list method, following nextPageToken."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = self.call("GET", path, pageToken=token)
+            items += page.get(key, [])
+            token = page.get("nextPageToken")
+            if not token:
+                return items
+
+    def model(self, model: str) -> str:
+        return f"projects/{self.project}/models/{model}"
+
+    def wait(self, op: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        while not op.get("done"):
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"Timed out waiting for {op['name']}.")
+            time.sleep(0.5)
+            op = self.call("GET", op["name"])
+        if "error" in op:
+            raise click.ClickException(op["error"].get("message", "The operation failed."))
+        return op
+
+
+def with_api(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @click.option("--url", default=DEFAULT_URL, show_default=True, help="mlemu server URL.")
+    @click.option("--project", default=None, help="Project id (default $MLEMU_PROJECT or 'mlemu').")
+    @functools.wraps(fn)
+    def wrapper(url: str, project: str | None, **kwargs: Any) -> Any:
+        return fn(Api(url, project or Settings.from_env().default_project), **kwargs)
+
+    return wrapper
+
+
+def _local(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+@click.group("models")
+def models() -> None:
+    """Create and list models on a running mlemu."""
+
+
+@models.command("create")
+@click.argument("model")
+@click.option("--description", default=None)
+@click.option("--labels", default=None, help="Comma-separated key=value pairs.")
+@click.option("--region", "regions", multiple=True, help="At most one region.")
+@with_api
+def models_create(api: Api, model: str, description: str | None, labels: str | None,
+                  regions: tuple[str, ...]) -> None:
+    body: dict[str, Any] = {"name": model}
+    if description:
+        body["description"] = description
+    if labels:
+        body["labels"] = dict(pair.split("=", 1) for pair in labels.split(",") if "=" in pair)
+    if regions:
+        body["regions"] = list(regions)
+    api.call("POST", f"projects/{api.project}/models", body)
+    click.echo(f"Created model [{model}].")
+
+
+@models.command("list")
+@with_api
+def models_list(api: Api) -> None:
+    rows = [[m["name"].rsplit("/", 1)[-1],
+             m.get("defaultVersion", {}).get("name", "").rsplit("/", 1)[-1]]
+            for m in api.list_all(f"projects/{api.project}/models", "models")]
+    _table(rows, ["NAME", "DEFAULT_VERSION_NAME"])
+
+
+@click.group("versions")
+def versions() -> None:
+    """Create, list, set the default of, and delete versions on a running mlemu."""
+
+
+@versions.command("create")
+@click.argument("version")
+@click.option("--model", required=True)
+@click.option("--origin", required=True, help="Model directory (local path or file:// URI).")
+@click.option("--framework", type=click.Choice(["SCIKIT_LEARN", "XGBOOST", "TENSORFLOW"],
+                                               case_sensitive=False))
+@click.option("--prediction-class", default=None, help="module.Class of a custom predictor.")
+@click.option("--package-uris", default=None, help="Comma-separated packages.")
+@click.option("--description", default=None)
+@click.option("--async", "no_wait", is_flag=True, help="Return without waiting for the operation.")
+@with_api
+def versions_create(api: Api, version: str, model: str, origin: str, framework: str | None,
+                    prediction_class: str | None, package_uris: str | None,
+                    description: str | None, no_wait: bool) -> None:
+    body: dict[str, Any] = {"name": version, "deploymentUri": _local(origin)}
+    if framework:
+        body["framework"] = framework.upper()
+    if prediction_class:
+        body["predictionClass"] = prediction_class
+    if package_uris:
+        body["packageUris"] = [_local(u) for u in package_uris.split(",") if u]
+    if description:
+        body["description"] = description
+    op = api.call("POST", f"{api.model(model)}/versions", body)
+    if no_wait:
+        click.echo(op["name"])
+        return
+    api.wait(op)
+    click.echo(f"Created version [{version}] of model [{model}].")
+
+
+@versions.command("list")
+@click.option("--model", required=True)
+@with_api
+def versions_list(api: Api, model: str) -> None:
+    rows = [[v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""), v.get("state", ""),
+             "yes" if v.get("isDefault") else ""]
+            for v in api.list_all(f"{api.model(model)}/versions", "versions")]
+    _table(rows, ["NAME", "DEPLOYMENT_URI", "STATE", "DEFAULT"])
+
+
+@versions.command("set-default")
+@click.argument("version")
+@click.option("--model", required=True)
+@with_api
+def versions_set_default(api: Api, version: str, model: str) -> None:
+    api.call("POST", f"{api.model(model)}/versions/{version}:setDefault", {})
+    click.echo(f"Version [{version}] is now the default of model [{model}].")
+
+
+@versions.command("delete")
+@click.argument("version")
+@click.option("--model", required=True)
+@click.option("--async", "no_wait", is_flag=True, help="Return without waiting for the operation.")
+@with_api
+def versions_delete(api: Api, version: str, model: str, no_wait: bool) -> None:
+    op = api.call("DELETE", f"{api.model(model)}/versions/{version}")
+    if no_wait:
+        click.echo(op["name"])
+        return
+    api.wait(op)
+    click.echo(f"Deleted version [{version}] of model [{model}].")

@@ -1,0 +1,198 @@
+"""What each long-running operation does, as registry/tasks.py runs it: `work` off the request
+thread (safe to repeat after a crash), `finish` inside the transaction that ends the operation,
+and how a cancelled operation puts its resource back.
+
+versions.create resolves deploymentUri (a local path or file:// URI; gs:// is refused until the
+Cloud Run work brings it), checks the model file against the framework, loads the model once
+through this process's deployments (so it is warm here) and ends READY, or FAILED with the load
+error as errorMessage. The first version to become READY becomes the model's default, as the
+versions.create reference says.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import predictors
+from controlplane import operations
+from controlplane.common import model_json, typed, version_json
+from errors import Aborted, ApiError, FailedPrecondition, from_code
+from registry import artifacts, names, tasks
+from registry.resources import Version, new_etag
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+CREATE_VERSION = "CREATE_VERSION"
+DELETE_VERSION = "DELETE_VERSION"
+UPDATE_VERSION = "UPDATE_VERSION"
+UPDATE_MODEL = "UPDATE_MODEL"
+DELETE_MODEL = "DELETE_MODEL"
+
+
+def _same_version(emu: Emulator, task: tasks.Task) -> Version | None:
+    """The version a task was started for (None if it was deleted, or deleted and re-created)."""
+    version = emu.store.get_version(task.target)
+    if version is None or version.uid != task.args.get("uid"):
+        return None
+    return version
+
+
+def _gone(emu: Emulator, task: tasks.Task) -> None:
+    operations.finish(emu.store, task.name,
+                      error=Aborted(f"{task.target} changed while the operation was running."))
+
+
+# --- versions.create ---------------------------------------------------------------------
+
+def create_version_work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
+    version = _same_version(emu, task)
+    if version is None:
+        raise Aborted(f"{task.target} was deleted before it was created.")
+    model_dir = artifacts.resolve_uri(version.deployment_uri)
+    if not version.prediction_class:
+        predictors.find_model_file(model_dir, version.framework or None)
+    predictor = emu.deployments.get(version)  # loads once, and keeps it warm in this process
+    return {"framework": version.framework or predictor.framework}
+
+
+def create_version_finish(emu: Emulator, task: tasks.Task, result: Any, error: ApiError | None) -> None:
+    version = _same_version(emu, task)
+    if version is None:
+        _gone(emu, task)
+        return
+    model = emu.store.get_model(names.model_of(version.name))
+    if error is not None:
+        version.state = "FAILED"
+        version.error_message = f"Create Version failed. {error.message}"
+    else:
+        version.state, version.error_message = "READY", ""
+        version.framework = result["framework"]
+        if model is not None and not model.default_version:
+            model.default_version = names.short(version.name)
+            model.etag = new_etag(model.name)
+            emu.store.put_model(model)
+    version.etag = new_etag(version.name)
+    emu.store.put_version(version)
+    body = version_json(emu.store, version, model)
+    if error is not None:
+        operations.finish(emu.store, task.name, error=from_code(error.code, version.error_message),
+                          version=body)
+    else:
+        operations.finish(emu.store, task.name, response=typed(body, "Version"), version=body)
+
+
+def create_version_revert(emu: Emulator, task: tasks.Task) -> None:
+    version = _same_version(emu, task)
+    if version is not None:
+        version.state, version.error_message = "FAILED", "Version creation was cancelled."
+        version.etag = new_etag(version.name)
+        emu.store.put_version(version)
+    emu.deployments.drop(task.target)
+
+
+# --- versions.delete / versions.patch ----------------------------------------------------
+
+def _nothing(emu: Emulator, task: tasks.Task) -> None:
+    return None
+
+
+def _restore_state(emu: Emulator, task: tasks.Task) -> None:
+    version = _same_version(emu, task)
+    if version is not None:
+        version.state = task.args.get("previous_state", "READY")
+        emu.store.put_version(version)
+
+
+def delete_version_finish(emu: Emulator, task: tasks.Task, result: Any, error: ApiError | None) -> None:
+    version = _same_version(emu, task)
+    if version is None:
+        operations.finish(emu.store, task.name)
+        return
+    if error is not None:
+        _restore_state(emu, task)
+        operations.finish(emu.store, task.name, error=error)
+        return
+    emu.store.delete("versions", version.name)
+    model = emu.store.get_model(names.model_of(version.name))
+    if model is not None and model.default_version == names.short(version.name):
+        model.default_version = None
+        model.etag = new_etag(model.name)
+        emu.store.put_model(model)
+    emu.deployments.drop(version.name)  # other processes notice: the store no longer has it
+    operations.finish(emu.store, task.name)
+
+
+def _set_path(body: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        body = body.setdefault(part, {})
+    body[leaf] = value
+
+
+def update_version_finish(emu: Emulator, task: tasks.Task, result: Any, error: ApiError | None) -> None:
+    version = _same_version(emu, task)
+    if version is None:
+        _gone(emu, task)
+        return
+    version.state = task.args.get("previous_state", "READY")
+    if error is None:
+        for path, value in task.args["changes"].items():
+            if path in ("description", "labels"):
+                setattr(version, path, value)
+            else:  # requestLoggingConfig, autoScaling.minNodes, manualScaling.nodes
+                _set_path(version.extra, path, value)
+        version.etag = new_etag(version.name)
+    emu.store.put_version(version)
+    body = version_json(emu.store, version)
+    if error is not None:
+        operations.finish(emu.store, task.name, error=error, version=body)
+    else:
+        operations.finish(emu.store, task.name, response=typed(body, "Version"), version=body)
+
+
+# --- models.patch / models.delete --------------------------------------------------------
+
+def update_model_finish(emu: Emulator, task: tasks.Task, result: Any, error: ApiError | None) -> None:
+    model = emu.store.get_model(task.target)
+    if model is None:
+        _gone(emu, task)
+        return
+    if error is None:
+        changes = task.args["changes"]
+        if "default_version.name" in changes:
+            wanted = emu.store.get_version(names.version_name(
+                *names.parse_model_name(model.name), changes["default_version.name"]))
+            if wanted is None or wanted.state != "READY":
+                error = FailedPrecondition(
+                    f"Version {changes['default_version.name']} is no longer READY; the default "
+                    "version was not changed.")
+            else:
+                model.default_version = changes["default_version.name"]
+        if error is None:
+            model.description = changes.get("description", model.description)
+            model.labels = changes.get("labels", model.labels)
+            model.etag = new_etag(model.name)
+            emu.store.put_model(model)
+    if error is not None:
+        operations.finish(emu.store, task.name, error=error)
+    else:
+        operations.finish(emu.store, task.name, response=typed(model_json(emu.store, model), "Model"))
+
+
+def delete_model_finish(emu: Emulator, task: tasks.Task, result: Any, error: ApiError | None) -> None:
+    if error is None and emu.store.list_versions(task.target):
+        error = FailedPrecondition("A model with versions cannot be deleted.")
+    if error is None:
+        emu.store.delete("models", task.target)
+    operations.finish(emu.store, task.name, error=error)
+
+
+tasks.register(CREATE_VERSION, create_version_work, create_version_finish)
+tasks.register(DELETE_VERSION, _nothing, delete_version_finish)
+tasks.register(UPDATE_VERSION, _nothing, update_version_finish)
+tasks.register(UPDATE_MODEL, _nothing, update_model_finish)
+tasks.register(DELETE_MODEL, _nothing, delete_model_finish)
+operations.on_cancel(CREATE_VERSION, create_version_revert)
+operations.on_cancel(DELETE_VERSION, _restore_state)
+operations.on_cancel(UPDATE_VERSION, _restore_state)

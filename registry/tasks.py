@@ -1,0 +1,264 @@
+"""Durable, claimable background work behind long-running operations.
+
+Every unfinished Operation has a task document (store kind "tasks", parent "tasks", named like
+the operation) written in the same transaction as the Operation and the resource it changes, so
+a crash never leaves one without the other. A task records which process owns it (`owner`) and
+until when (`lease_until`, wall-clock seconds). Owners renew their leases while they work; any
+process sharing the store may claim a task whose lease ran out, or whose owner it can prove dead
+(same machine and pid namespace, and that pid no longer runs the process that claimed it), and
+run it again. Claiming re-reads the task inside a write transaction, so exactly one claimant
+wins, whichever backend (SQLite, a shared SQL server) holds the store.
+
+A task runs in two steps, registered per operation type by the control plane:
+  work(context, task) -> result      slow, outside any transaction, must be safe to repeat
+  finish(context, task, result, err) inside the transaction that deletes the task
+`finish` runs only if this process still owns the task (not cancelled, not taken over), so an
+operation's outcome is written once. A task interrupted `MAX_ATTEMPTS` times is finished with
+an error instead of being run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from errors import Aborted, ApiError, Internal
+from registry.owners import owner_is_dead, this_owner
+from registry.store import Store
+
+log = logging.getLogger("mlemu.tasks")
+
+KIND = "tasks"
+PARENT = "tasks"
+LEASE_S = 30.0
+TICK_S = 2.0
+MAX_ATTEMPTS = 3
+
+Work = Callable[[Any, "Task"], Any]
+Finish = Callable[[Any, "Task", Any, "ApiError | None"], None]
+
+
+@dataclasses.dataclass
+class Task:
+    name: str  # the operation's name
+    type: str  # its OperationMetadata.operationType
+    target: str  # the model or version it changes
+    args: dict[str, Any]
+    owner: str
+    lease_until: float
+    attempts: int = 1
+
+    def storage(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    work: Work
+    finish: Finish
+
+
+_HANDLERS: dict[str, Handler] = {}
+
+
+def register(task_type: str, work: Work, finish: Finish) -> None:
+    _HANDLERS[task_type] = Handler(work, finish)
+
+
+def handler(task_type: str) -> Handler | None:
+    return _HANDLERS.get(task_type)
+
+
+# --- the store side ---------------------------------------------------------------------------
+
+def get(store: Store, name: str) -> Task | None:
+    data = store.get(KIND, name)
+    return Task(**data) if data is not None else None
+
+
+def put(store: Store, task: Task) -> None:
+    store.put(KIND, task.name, PARENT, task.storage())
+
+
+def delete(store: Store, name: str) -> None:
+    store.delete(KIND, name)
+
+
+def pending(store: Store) -> list[Task]:
+    """Every unfinished task (few: only operations in progress have one)."""
+    return [Task(**d) for d in store.children(KIND, PARENT)]
+
+
+def touching(store: Store, names: set[str], prefix: str | None = None) -> list[Task]:
+    """Unfinished tasks whose target is one of `names` or starts with `prefix`."""
+    return [t for t in pending(store)
+            if t.target in names or (prefix is not None and t.target.startswith(prefix))]
+
+
+# --- the runner -------------------------------------------------------------------------------
+
+class TaskRunner:
+    """Runs this process's tasks on daemon threads; renews their leases; adopts orphans."""
+
+    def __init__(self, store: Store, context: Any, *, threads: int = 2, lease_s: float = LEASE_S,
+                 tick_s: float = TICK_S) -> None:
+        self.store = store
+        self.context = context
+        self.owner = this_owner()
+        self.lease_s = lease_s
+        self.tick_s = tick_s
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._mine: set[str] = set()
+        self._guard = threading.Lock()
+        self._threads = threads
+        self._started = False
+        self._idle = threading.Condition(self._guard)
+
+    def new_task(self, name: str, task_type: str, target: str, args: dict[str, Any]) -> Task:
+        """A task owned by this process; put it in the store in the caller's transaction."""
+        return Task(name, task_type, target, args, self.owner, time.time() + self.lease_s)
+
+    def submit(self, name: str) -> None:
+        """Run a task this process owns (call after the transaction that created it commits)."""
+        self.start()
+        with self._guard:
+            self._mine.add(name)
+        self._queue.put(name)
+
+    def start(self) -> None:
+        with self._guard:
+            if self._started:
+                return
+            self._started = True
+        ref = weakref.ref(self)
+        for i in range(self._threads):
+            threading.Thread(target=_work_loop, args=(ref, self._queue), daemon=True,
+                             name=f"mlemu-task-{i}").start()
+        threading.Thread(target=_tick_loop, args=(ref, self.tick_s), daemon=True,
+                         name="mlemu-task-lease").start()
+
+    def busy(self) -> set[str]:
+        with self._guard:
+            return set(self._mine)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until this process runs no task (tests and graceful shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._mine:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def run(self, name: str) -> None:
+        try:
+            task = get(self.store, name)
+            if task is None or task.owner != self.owner:
+                return
+            h = handler(task.type)
+            if h is None:
+                return
+            result: Any = None
+            error: ApiError | None = None
+            try:
+                result = h.work(self.context, task)
+            except ApiError as exc:
+                error = exc
+            except Exception as exc:  # a bug in one task must not kill the runner
+                log.exception("operation %s failed", name)
+                error = Internal(f"Internal error: {type(exc).__name__}: {exc}")
+            with self.store.transaction():
+                current = get(self.store, name)
+                if current is None or current.owner != self.owner:
+                    return  # cancelled or adopted meanwhile: its outcome is someone else's
+                h.finish(self.context, current, result, error)
+                delete(self.store, name)
+        finally:
+            with self._idle:
+                self._mine.discard(name)
+                self._idle.notify_all()
+
+    def tick(self) -> None:
+        """Renew the leases of tasks running here, then adopt tasks nobody runs any more."""
+        now = time.time()
+        mine = self.busy()
+        if mine:
+            with self.store.transaction():
+                for name in mine:
+                    task = get(self.store, name)
+                    if task is not None and task.owner == self.owner:
+                        task.lease_until = now + self.lease_s
+                        put(self.store, task)
+        for task in pending(self.store):
+            if task.name not in mine and handler(task.type) is not None and self._orphaned(task, now):
+                self.adopt(task.name)
+
+    def _orphaned(self, task: Task, now: float) -> bool:
+        # A lapsed lease covers every case, including this process's own task whose finish
+        # failed; a provably dead owner is only a shortcut.
+        return task.lease_until < now or (task.owner != self.owner and owner_is_dead(task.owner))
+
+    def adopt(self, name: str) -> bool:
+        """Claim an orphaned task and run it again (or fail it after MAX_ATTEMPTS)."""
+        with self.store.transaction():
+            task = get(self.store, name)
+            if task is None or name in self.busy() or not self._orphaned(task, time.time()):
+                return False  # finished, running here, or another process adopted it first
+            h = handler(task.type)
+            if h is None:
+                return False
+            if task.attempts >= MAX_ATTEMPTS:
+                log.warning("operation %s was interrupted %d times; failing it", name, task.attempts)
+                h.finish(self.context, task, None, Aborted(
+                    f"The operation was interrupted {task.attempts} times (its server stopped "
+                    "while running it) and was not retried again."))
+                delete(self.store, name)
+                return False
+            log.info("adopting operation %s from %s", name, task.owner)
+            task.owner, task.lease_until = self.owner, time.time() + self.lease_s
+            task.attempts += 1
+            put(self.store, task)
+        self.submit(name)
+        return True
+
+
+def _work_loop(ref: weakref.ref[TaskRunner], jobs: queue.Queue[str]) -> None:
+    while True:
+        try:
+            name = jobs.get(timeout=5.0)
+        except queue.Empty:
+            if ref() is None:
+                return
+            continue
+        runner = ref()
+        if runner is None:
+            return
+        try:
+            runner.run(name)
+        except Exception:  # the store failed while finishing: the lapsed lease brings it back
+            log.exception("operation %s could not be finished", name)
+        del runner
+
+
+def _tick_loop(ref: weakref.ref[TaskRunner], tick_s: float) -> None:
+    first = True
+    while True:
+        if not first:
+            time.sleep(tick_s)
+        first = False
+        runner = ref()
+        if runner is None:
+            return
+        try:
+            runner.tick()
+        except Exception:  # a locked or closed store must not stop the loop
+            log.exception("task lease/adoption pass failed")
+        del runner
