@@ -309,3 +309,24 @@ def test_grps_gtensors_on_a_tensorflow_model(server: LiveServer, models: Any) ->
                                                   "b": np.array([10, 20], np.float32)})
     assert tensors["total"]["flat_float32"] == expected["total"].tolist()
     assert tensors["scaled"]["shape"] == [2, 2]
+
+
+def test_grpc_serves_models_created_through_the_http_api(server: LiveServer, models: Any) -> None:
+    """gunicorn and the gRPC server share one registry: a version created over REST is served
+    over gRPC as soon as it is READY."""
+    import time
+
+    base = f"{server.url}/v1/projects/mlemu/models"
+    assert requests.post(base, json={"name": "late"}, timeout=10).status_code == 200
+    created = requests.post(f"{base}/late/versions", timeout=10, json={
+        "name": "v1", "deploymentUri": str(models[0] / "sk_v1"), "framework": "SCIKIT_LEARN"})
+    assert created.status_code == 200, created.text
+    deadline = time.monotonic() + 60
+    while requests.get(f"{base}/late/versions/v1", timeout=10).json().get("state") != "READY":
+        assert time.monotonic() < deadline, "version never became READY"
+        time.sleep(0.1)
+    assert server.grpc_target
+    client = tgrpc.InferenceServerClient(server.grpc_target)
+    assert client.is_model_ready("late") is True
+    result = client.infer("late", [infer_input(tgrpc, "x", np.array(SK_ROWS), "FP64", True)])
+    assert result.as_numpy("output-0").tolist() == in_process(models[0] / "sk_v1", SK_ROWS)
