@@ -4,15 +4,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: serve test lint bench bench-quick image image-test clean venv demo
+.PHONY: serve test lint bench bench-quick image image-test clean venv demo protos
 
-venv: $(VENV)/.installed
+GENERATED := protocols/_generated/__init__.py
+
+venv: $(VENV)/.installed $(GENERATED)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt
 	touch $@
+
+# gRPC/protobuf modules from protos/*.proto (grpcio-tools), into the gitignored protocols/_generated.
+protos: $(GENERATED)
+
+$(GENERATED): protos/grpc_predict_v2.proto protos/grps.proto protocols/_protos.py $(VENV)/.installed
+	$(PY) -m protocols._protos
 
 demo: venv
 	$(PY) demo/make_models.py
@@ -30,4 +38,4 @@ lint: venv
 	$(VENV)/bin/mypy .
 
 clean:
-	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache
+	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache protocols/_generated

@@ -32,7 +32,9 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.unimplemented import register_unimplemented
     from emulator import build_emulator
     from protocols.aiplatform import bp as aiplatform_bp
+    from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
+    from protocols.v2 import bp as v2_bp
 
     settings = settings or Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(),
@@ -42,6 +44,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
     for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
+    flask_app.register_blueprint(v2_bp)
+    flask_app.register_blueprint(grps_bp)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     return flask_app
@@ -71,16 +75,19 @@ main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 @click.option("--workers", type=int, help="gunicorn worker processes (default 2).")
 @click.option("--threads", type=int, help="Threads per worker (default 8).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
+@click.option("--grpc-port", type=int,
+              help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
 def serve(config_file: str | None, host: str | None, port: int | None, workers: int | None,
-          threads: int | None, state_dir: str | None) -> None:
-    """Serve the emulator under gunicorn with deploy/gunicorn.conf.py."""
+          threads: int | None, state_dir: str | None, grpc_port: int | None) -> None:
+    """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
     settings = Settings.from_env()
     changes: dict[str, Any] = {}
     if config_file:
         changes["config_file"] = Path(config_file).resolve()
     if state_dir:
         changes["state_dir"] = Path(state_dir).resolve()
-    for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads)):
+    for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads),
+                       ("grpc_port", grpc_port)):
         if value is not None:
             changes[key] = value
     settings = settings.replace(**changes)
@@ -93,6 +100,11 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
+    settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
+    if settings.grpc_port:
+        import supervisor
+
+        sys.exit(supervisor.run([argv, [sys.executable, str(ROOT / "grpc_server.py")]], env, ROOT))
     os.execve(sys.executable, argv, env)
 
 

@@ -14,6 +14,10 @@ from pathlib import Path
 
 #: AI Platform's online prediction request limit (1.5 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864
+#: gRPC port served beside HTTP by `app.py serve` (0 disables gRPC).
+DEFAULT_GRPC_PORT = 8081
+#: Message limit of the V2 and grps protocols (REST bodies, gRPC messages): gRPC's default is 4 MiB.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 def _bool(value: str) -> bool:
@@ -36,15 +40,23 @@ class Settings:
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
     database_url: str | None = None
-    grpc_port: int = 0
+    grpc_port: int = DEFAULT_GRPC_PORT
     public_url: str | None = None
     log_level: str = "info"
     extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    #: grps's default model (`name` or `name-version`) for requests that select none.
+    grps_default_model: str | None = None
 
     @property
     def store_path(self) -> Path:
         """The embedded SQLite database inside the state directory."""
         return self.state_dir / "mlemu.sqlite3"
+
+    @property
+    def grps_online_path(self) -> Path:
+        """grps's online flag (exists: online), shared by every serving process."""
+        return self.state_dir / "grps-online"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -73,6 +85,8 @@ class Settings:
             public_url=get("MLEMU_PUBLIC_URL"),
             log_level=get("MLEMU_LOG_LEVEL") or defaults.log_level,
             extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")},
+            max_message_bytes=int(get("MLEMU_MAX_MESSAGE_BYTES") or defaults.max_message_bytes),
+            grps_default_model=get("MLEMU_GRPS_MODEL"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -96,6 +110,9 @@ class Settings:
             env["MLEMU_DATABASE_URL"] = self.database_url
         if self.public_url:
             env["MLEMU_PUBLIC_URL"] = self.public_url
+        env["MLEMU_MAX_MESSAGE_BYTES"] = str(self.max_message_bytes)
+        if self.grps_default_model:
+            env["MLEMU_GRPS_MODEL"] = self.grps_default_model
         env.update(self.extra)
         return env
 

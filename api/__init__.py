@@ -30,6 +30,10 @@ def _google_path() -> bool:
 def _render(exc: ApiError) -> Response:
     if _google_path():
         return error_response(exc)
+    if request.path.startswith("/grps/"):  # grps clients read {"status": {...}}
+        from protocols.grps import error_response as grps_error
+
+        return grps_error(exc)
     return json_response({"error": exc.message}, exc.http_status)
 
 

@@ -20,3 +20,8 @@ curl -sS -d '{"inputs": {"x": [1.0, 2.0]}}' -X POST "$URL/v1/models/half_plus_th
 curl -sS -d '{"instances": [[5.1, 3.5, 1.4, 0.2]]}' -X POST "$URL/v1/models/iris/versions/2:predict"
 curl -sS -X POST "$URL/v1/projects/demo/models/half_plus_three:predict" \
   -H 'Content-Type: application/json' -d '{"instances": [1.0, 2.0, 5.0]}'
+# Open Inference Protocol V2 and grps (`make serve` sets MLEMU_PROJECT=demo: they name no project)
+curl -sS -X POST "$URL/v2/models/iris/infer" \
+  -H 'Content-Type: application/json' -d '{"id": "1", "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP64", "data": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}]}'
+curl -sS -X POST "$URL/grps/v1/infer/predict?model=iris-v2" \
+  -H 'Content-Type: application/json' -d '{"gtensors": {"tensors": [{"name": "x", "dtype": "DT_FLOAT64", "shape": [1, 4], "flat_float64": [5.1, 3.5, 1.4, 0.2]}]}}'

@@ -43,10 +43,12 @@ def make_app(tmp_path: Path) -> Callable[..., Any]:
 
 
 class LiveServer:
-    def __init__(self, url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    def __init__(self, url: str, proc: subprocess.Popen[bytes], log: Path,
+                 grpc_target: str | None = None) -> None:
         self.url = url
         self.proc = proc
         self.log = log
+        self.grpc_target = grpc_target  # "127.0.0.1:PORT" when started with a gRPC port
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -54,7 +56,7 @@ class LiveServer:
 
 def start_server(state_dir: Path, config: Path | None = None, workers: int = 1,
                  env: dict[str, str] | None = None, port: int | None = None,
-                 timeout: float = 60.0) -> LiveServer:
+                 timeout: float = 60.0, grpc_port: int = 0) -> LiveServer:
     port = port or free_port()
     state_dir.mkdir(parents=True, exist_ok=True)
     log = state_dir / f"server-{port}.log"
@@ -62,7 +64,8 @@ def start_server(state_dir: Path, config: Path | None = None, workers: int = 1,
            "--workers", str(workers), "--state-dir", str(state_dir)]
     if config is not None:
         cmd += ["--config", str(config)]
-    full_env = {**os.environ, **(env or {})}
+    # gRPC is on by default in `serve`; tests opt in with a free port so servers never collide.
+    full_env = {**os.environ, "MLEMU_GRPC_PORT": str(grpc_port), **(env or {})}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env,
                                 start_new_session=True)
@@ -73,8 +76,11 @@ def start_server(state_dir: Path, config: Path | None = None, workers: int = 1,
             raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
         try:
             if requests.get(url + "/readyz", timeout=1).status_code == 200:
+                if grpc_port:
+                    socket.create_connection(("127.0.0.1", grpc_port), timeout=1).close()
+                    return LiveServer(url, proc, log, f"127.0.0.1:{grpc_port}")
                 return LiveServer(url, proc, log)
-        except requests.RequestException:
+        except (requests.RequestException, OSError):
             pass
         time.sleep(0.1)
     stop_server(proc)
@@ -100,8 +106,10 @@ def live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     started: list[LiveServer] = []
 
     def factory(config: Path | None = None, workers: int = 1, env: dict[str, str] | None = None,
-                state_dir: Path | None = None, port: int | None = None) -> LiveServer:
-        server = start_server(state_dir or tmp_path / "live-state", config, workers, env, port)
+                state_dir: Path | None = None, port: int | None = None,
+                grpc_port: int = 0) -> LiveServer:
+        server = start_server(state_dir or tmp_path / "live-state", config, workers, env, port,
+                              grpc_port=grpc_port)
         started.append(server)
         return server
 
