@@ -14,7 +14,7 @@ LAYERS = {
     "auth": 1, "registry": 1, "predictors": 1,
     "dataplane": 2, "controlplane": 2, "emulator": 2,
     "api": 3, "protocols": 3,
-    "app": 4, "grpc_server": 4, "cli_client": 4,
+    "app": 4, "grpc_server": 4, "cli_client": 4, "supervisor": 4,
 }
 FLASK_ALLOWED = {"app", "api", "protocols"}
 
