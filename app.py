@@ -7,6 +7,7 @@ this module for the CLI neither opens the store nor loads a model.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -42,6 +43,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
+    if settings.vertex is not None:  # first: Vertex AI's routes win over any route they shadow
+        from protocols.vertex import make_blueprint as vertex_blueprint
+
+        flask_app.register_blueprint(vertex_blueprint(settings))
     for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
@@ -72,8 +77,8 @@ main.add_command(versions_cli)  # `versions create|list|set-default|delete`
               help="Bootstrap YAML of projects, models and versions to serve.")
 @click.option("--host", help="Interface to listen on (default 127.0.0.1; 0.0.0.0 in containers).")
 @click.option("--port", type=int, help="HTTP port (default 8080, or $PORT).")
-@click.option("--workers", type=int, help="gunicorn worker processes (default 2).")
-@click.option("--threads", type=int, help="Threads per worker (default 8).")
+@click.option("--workers", type=int, help="gunicorn worker processes (default: one per CPU).")
+@click.option("--threads", type=int, help="Threads per worker (default: 16 in all, at least 4 each).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
 @click.option("--grpc-port", type=int,
               help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
@@ -96,6 +101,11 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
     )
+    if settings.vertex is not None:
+        vertex = settings.vertex
+        settings = settings.replace(vertex=dataclasses.replace(
+            vertex, storage_uri=_absolute(vertex.storage_uri),
+            package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -106,6 +116,11 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
 
         sys.exit(supervisor.run([argv, [sys.executable, str(ROOT / "grpc_server.py")]], env, ROOT))
     os.execve(sys.executable, argv, env)
+
+
+def _absolute(uri: str) -> str:
+    """A local path made absolute (gunicorn changes directory); URIs unchanged."""
+    return uri if "://" in uri else str(Path(uri).resolve())
 
 
 @main.command()

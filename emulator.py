@@ -10,11 +10,12 @@ import dataclasses
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import predictors
 from errors import ApiError
-from registry import bootstrap
+from registry import bootstrap, names
 from registry.deployments import Deployments
 from registry.resources import Version
 from registry.store import Store, open_store
@@ -67,6 +68,33 @@ class Emulator:
         return self.warmed.is_set()
 
 
+#: Where Vertex AI's model (AIP_STORAGE_URI) is registered: model `vertex`, version `v1` of the
+#: default project, so the other protocols (ml v1, V2, TF Serving) serve it under that name too.
+VERTEX_MODEL, VERTEX_VERSION = "vertex", "v1"
+
+
+def vertex_version_name(settings: Settings) -> str:
+    return names.version_name(settings.default_project, VERTEX_MODEL, VERTEX_VERSION)
+
+
+def register_vertex_model(store: Store, settings: Settings) -> str:
+    """Declare the AIP_STORAGE_URI model as a bootstrap version (framework detected from its
+    files, like a versions.create without `framework`); returns the version name. Its URI goes
+    through registry.artifacts.resolve_uri like any deploymentUri, so whatever schemes that
+    resolves (local paths, file://, gs://) work here too."""
+    vertex = settings.vertex
+    assert vertex is not None
+    spec: dict[str, Any] = {"deploymentUri": vertex.storage_uri}
+    if vertex.prediction_class:
+        spec.update(predictionClass=vertex.prediction_class, packageUris=list(vertex.package_uris))
+    data = {"projects": {settings.default_project: {"models": {VERTEX_MODEL: {
+        "description": "The model Vertex AI deployed to this container (AIP_STORAGE_URI).",
+        "versions": {VERTEX_VERSION: spec},
+    }}}}}
+    bootstrap.apply_data(store, data, Path.cwd(), "AIP_STORAGE_URI")
+    return vertex_version_name(settings)
+
+
 def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
@@ -74,6 +102,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"))
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+    if settings.vertex is not None:
+        emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
     emu.tasks = TaskRunner(store, emu)
     emu.tasks.start()

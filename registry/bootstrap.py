@@ -98,8 +98,12 @@ def _version_from(name: str, body: dict[str, Any], base: Path) -> Version:
 
 def apply(store: Store, path: Path) -> list[str]:
     """Apply the bootstrap file at `path`; returns the version names it declares."""
-    data = load_file(path)
-    base = Path(path).resolve().parent
+    return apply_data(store, load_file(path), Path(path).resolve().parent, str(path))
+
+
+def apply_data(store: Store, data: dict[str, Any], base: Path, path: str) -> list[str]:
+    """Apply bootstrap `data` (the file format, already parsed; relative paths are taken from
+    `base`, errors name `path`); returns the version names it declares."""
     declared: list[str] = []
     with store.transaction():
         for project, pbody in (data.get("projects") or {}).items():
