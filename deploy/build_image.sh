@@ -8,7 +8,8 @@
 # overlayfs and no user namespaces. The FROM image python:3.11-slim cannot be pulled here, so
 # deploy/make_base_image.sh builds a local stand-in first (once). --layers keeps the dependency
 # layers between builds, so a source change rebuilds in seconds. buildah and debootstrap are
-# Debian packages; they are installed when missing and this runs as root.
+# Debian packages (and curl, which `make image-test` uses); they are installed when missing
+# and this runs as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ BUILDAH=${BUILDAH:-buildah --storage-driver vfs}
 export BUILDAH
 
 missing=()
-for tool in buildah debootstrap; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in buildah debootstrap curl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "missing ${missing[*]}: apt-get install -y ${missing[*]} (as root)" >&2

@@ -45,6 +45,9 @@ loglevel = _settings.log_level
 accesslog = None
 errorlog = "-"
 proc_name = "mlemu"
+# gunicorn's control socket (~/.gunicorn/gunicorn.ctl) is unused: $HOME is read-only for the
+# container's user, and servers started side by side would share that one path.
+control_socket_disable = True
 
 #: Connections a stopping worker takes from the backlog before it closes its listener.
 _BACKLOG_SWEEP = 1024

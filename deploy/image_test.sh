@@ -16,6 +16,11 @@ IMAGE=${1:-${IMAGE:-localhost/mlemu:latest}}
 BUILDAH=${BUILDAH:-buildah --storage-driver vfs}
 RUN="$BUILDAH run --isolation chroot"
 
+for tool in buildah curl python3; do
+    command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install -y $tool)" >&2; exit 1; }
+done
+$BUILDAH images --quiet "$IMAGE" >/dev/null 2>&1 || { echo "no image $IMAGE: run make image first" >&2; exit 1; }
+
 ctr=$($BUILDAH from --pull=never --name "mlemu-image-test-$$" "$IMAGE")
 server=""
 log=$(mktemp /tmp/mlemu-image-test.XXXXXX)

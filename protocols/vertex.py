@@ -3,7 +3,9 @@
 Spec: https://cloud.google.com/vertex-ai/docs/predictions/custom-container-requirements
 When AIP_HEALTH_ROUTE, AIP_PREDICT_ROUTE and AIP_STORAGE_URI are set (settings.VertexSettings;
 AIP_HTTP_PORT is the port), the model at AIP_STORAGE_URI is registered as model `vertex`, version
-`v1` of the default project (emulator.register_vertex_model) and served on Vertex AI's routes:
+`v1` of the default project (emulator.register_vertex_model; framework detected from its files,
+or the custom predictor MLEMU_VERTEX_PREDICTION_CLASS from MLEMU_VERTEX_PACKAGE_URIS) and served
+on Vertex AI's routes:
 
   GET  $AIP_HEALTH_ROUTE   200 {} once that model is loaded; 503 {"error": {...}} while it loads
                            or when it cannot be loaded (the message says why)
