@@ -68,7 +68,11 @@ booster.save_model(root / "xgb" / "model.ubj")
 (root / "xgb" / "model.ubj").rename(root / "xgb" / "model.bst")
 models = {"iris": {"versions": {"v1": {"deploymentUri": str(root / "iris")}}},
           "xgb": {"versions": {"v1": {"deploymentUri": str(root / "xgb")}}}}
-if importlib.util.find_spec("tensorflow"):
+(root / "no_tf").mkdir(exist_ok=True)
+(root / "no_tf" / "saved_model.pb").write_bytes(b"")  # a TENSORFLOW version for the slim image
+if not importlib.util.find_spec("tensorflow"):
+    models["no_tf"] = {"versions": {"v1": {"deploymentUri": str(root / "no_tf")}}}
+else:
     import tensorflow as tf
 
     class HalfPlusThree(tf.Module):
@@ -120,6 +124,9 @@ expect GET /healthz "" '"status":"ok"'
 expect GET /readyz "" '"status":"ready"'
 expect POST /v1/projects/demo/models/iris:predict '{"instances": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}' '{"predictions":[0,2]}'
 expect POST /v1/projects/demo/models/xgb:predict '{"instances": [[2.0, 0.0, 0.0], [-2.0, null, 1.0]]}' '"predictions":['
+if [ "$has_tf" != True ]; then  # without TensorFlow a TENSORFLOW version fails, saying why
+    expect GET /v1/projects/demo/models/no_tf/versions/v1 "" 'TensorFlow is not installed'
+fi
 if [ "$has_tf" = True ]; then
     expect POST /v1/projects/demo/models/half_plus_three:predict '{"instances": [1.0, 2.0]}' '{"predictions":[3.5,4.0]}'
     expect POST /v1/models/half_plus_three:predict '{"instances": [4.0]}' '{"predictions":[5.0]}'
