@@ -47,7 +47,7 @@ def service_account_info(email: str, key: rsa.RSAPrivateKey | None = None,
                          key_id: str | None = None) -> dict[str, str]:
     """A service-account key file's content, as `gcloud iam service-accounts keys create` writes."""
     return {
-        "type": "service_account", "project_id": email.split("@")[1].split(".")[0],
+        "type": "service_account", "project_id": email.split("@")[1].split(".", maxsplit=1)[0],
         "private_key_id": key_id or uuid.uuid4().hex, "private_key": private_pem(key or new_key()),
         "client_email": email, "client_id": "1" + uuid.uuid4().int.__str__()[:20],
         "token_uri": "https://oauth2.googleapis.com/token",
@@ -61,7 +61,7 @@ def write_key_file(path: Path, info: dict[str, str]) -> Path:
 
 def self_signed_cert(key: rsa.RSAPrivateKey, name: str = "mlemu-test") -> str:
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1))
