@@ -157,6 +157,9 @@ def test_health_probes_are_open_and_everything_else_needs_credentials(client: An
         response = call(client, method, path, kwargs, None)
         assert response.status_code == 401, (method, path, response.get_data(as_text=True))
         assert response.headers["WWW-Authenticate"].startswith('Bearer realm="https://accounts')
+    explain = ("POST", f"{M}:explain", {"json": {"instances": ROW}})  # unimplemented: 501
+    assert call(client, *explain, None).status_code == 401
+    assert call(client, *explain, token("roles/viewer", "project")).status_code == 501
 
 
 def test_bad_credentials_are_401_on_every_route_even_unknown_ones(client: Any) -> None:
