@@ -63,6 +63,9 @@ class IamConfig:
     memberships: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     custom_roles: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     project_bindings: Mapping[str, tuple[Binding, ...]] = dataclasses.field(default_factory=dict)
+    #: JWTs this process has verified, until their `exp`.
+    verified: keys.TokenCache = dataclasses.field(default_factory=keys.TokenCache, compare=False,
+                                                  repr=False)
 
     def role_permissions(self, role: str) -> frozenset[str]:
         return roles.permissions(role, self.custom_roles)

@@ -112,13 +112,20 @@ def verify_token(settings: Settings, config: IamConfig, token: str) -> Caller:
             return Caller(principal, authenticated=True)
     if token.count(".") != 2:
         raise invalid_credentials("not a JWT (opaque access tokens cannot be verified locally)")
+    cached = config.verified.get(token)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     try:
         claims = jwt.decode(token, verify=False)
         issuer = str(claims.get("iss") or "")
+        caller = None
         if issuer.lower() in config.service_accounts:
-            return _self_signed(settings, config, token, issuer)
-        if config.id_tokens is not None and issuer in config.id_tokens.issuers:
-            return _id_token(settings, config, token)
+            caller = _self_signed(settings, config, token, issuer)
+        elif config.id_tokens is not None and issuer in config.id_tokens.issuers:
+            caller = _id_token(settings, config, token)
+        if caller is not None:
+            config.verified.put(token, caller, float(claims["exp"]) + CLOCK_SKEW_S)
+            return caller
     except (google_exceptions.GoogleAuthError, ValueError, TypeError, KeyError) as exc:
         reason = "ACCESS_TOKEN_EXPIRED" if "expired" in str(exc).lower() else \
             "ACCESS_TOKEN_TYPE_UNSUPPORTED"

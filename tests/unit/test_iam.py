@@ -335,3 +335,19 @@ def test_iam_off_allows_everything_and_reads_no_credentials(make_app: Any) -> No
     held = client.post(f"{m}/free:testIamPermissions",
                        json={"permissions": ["ml.models.delete", "ml.versions.predict"]}).get_json()
     assert held == {"permissions": ["ml.models.delete", "ml.versions.predict"]}
+
+
+def test_verified_tokens_are_reused_only_until_they_expire(tmp_path: Path, keys: dict[str, Any]) -> None:
+    from auth.keys import TokenCache
+
+    (tmp_path / "sa.pem").write_text(iamkit.public_pem(keys["sa"]))
+    settings, config = _settings(tmp_path, {"serviceAccounts": [{"email": SA, "certFile": "sa.pem"}]})
+    token = iamkit.signed_jwt(keys["sa"], KID, iamkit.self_signed_claims(SA, scope=iamkit.ML_SCOPE))
+    first = _verify(settings, config, f"Bearer {token}")
+    assert config.verified.get(token) == first == _verify(settings, config, f"Bearer {token}")
+    cache = TokenCache(size=2)
+    cache.put("old", "a", time.time() - 1)
+    cache.put("b", "b", time.time() + 60)
+    cache.put("c", "c", time.time() + 60)
+    cache.put("d", "d", time.time() + 60)
+    assert [cache.get(t) for t in ("old", "b", "c", "d")] == [None, None, "c", "d"]
