@@ -188,6 +188,20 @@ def test_bad_tokens_and_no_credentials_are_401(world: dict[str, Any]) -> None:
     assert requests.get(url + "/healthz", timeout=5).status_code == 200
 
 
+def test_the_command_line_client_sends_a_token(world: dict[str, Any]) -> None:
+    from click.testing import CliRunner
+
+    from app import main
+
+    url, reader = world["server"].url, world["infos"][READER]
+    token = _bearer(jwt.Credentials.from_service_account_info(reader, audience=url))
+    args = ["models", "list", "--url", url, "--project", "p"]
+    listed = CliRunner().invoke(main, [*args, "--token", token["authorization"].split()[1]])
+    assert listed.exit_code == 0 and "iris" in listed.output, listed.output
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code != 0 and "UNAUTHENTICATED" in refused.output
+
+
 def _bearer(credentials: Any) -> dict[str, str]:
     credentials.refresh(None)  # a self-signed JWT: made locally, no token endpoint
     token = credentials.token
