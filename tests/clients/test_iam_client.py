@@ -240,6 +240,25 @@ def test_grpc_takes_the_same_credentials_from_metadata(world: dict[str, Any]) ->
     assert "PERMISSION_DENIED" in str(denied.value.status())
     triton.close()
 
+    # grps over gRPC: same metadata; failures come in the answer's status, as grps reports them
+    import grpc
+
+    from protocols._generated import grps_pb2, grps_pb2_grpc
+
+    request = grps_pb2.GrpsMessage(model="iris-v1")
+    request.gtensors.tensors.add(name="x", dtype=grps_pb2.DT_FLOAT64, shape=[1, 4],
+                                 flat_float64=ROW[0])
+    with grpc.insecure_channel(live.grpc_target) as channel:
+        stub = grps_pb2_grpc.GrpsServiceStub(channel)
+        answer = stub.Predict(request, metadata=tuple(admin.items()), timeout=30)
+        assert list(answer.gtensors.tensors[0].flat_int64) == world["expected"]
+        status = stub.Predict(request, timeout=30).status
+        assert (status.code, status.status) == (401, grps_pb2.Status.FAILURE), status
+        request.model = "nothere-v1"  # the reader may not predict in the project: 403, no lookup
+        status = stub.Predict(request, metadata=tuple(reader.items()), timeout=30).status
+        assert (status.code, status.status) == (403, grps_pb2.Status.FAILURE), status
+        assert stub.CheckLiveness(grps_pb2.GrpsMessage(), timeout=30).status.code == 200
+
 
 def test_policies_survive_a_restart(world: dict[str, Any]) -> None:
     """A model policy is in the store with the rest of the state: a restarted server applies it."""
