@@ -64,6 +64,9 @@ ROUTES: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     ("POST", "/v1/models/m:predict", {"json": {"instances": ROW}}, "ml.models.predict", "model"),
     ("POST", "/v1/models/m/versions/1:predict", {"json": {"instances": ROW}}, "ml.versions.predict",
      "model"),
+    ("GET", "/v1/models/m/labels/stable/metadata", {}, "ml.versions.get", "model"),
+    ("POST", "/v1/models/m/labels/stable:predict", {"json": {"instances": ROW}},
+     "ml.versions.predict", "model"),
     ("POST", "/v1/models/m:classify", {"json": {"examples": [{"x": 1.0}]}}, "ml.models.predict",
      "model"),
     ("POST", "/v1/models/m/versions/1:regress", {"json": {"examples": [{"x": 1.0}]}},
@@ -102,7 +105,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     root = tmp_path_factory.mktemp("iam-matrix")
     modelkit.sklearn_model(root / "iris")
     boot = modelkit.bootstrap_file(root / "boot.yaml", {
-        "m": {"versions": {"v1": {"deploymentUri": str(root / "iris")}}},
+        "m": {"versions": {"v1": {"deploymentUri": str(root / "iris")}},
+              "serving": {"labels": {"stable": "v1"}}},
         "other": {"versions": {"v1": {"deploymentUri": str(root / "iris")}}}})
     tokens = {token(r, level): principal(r, level) for r in ROLES for level in ("project", "model")}
     tokens[ADMIN] = "serviceAccount:admin@p.iam.gserviceaccount.com"
