@@ -37,6 +37,8 @@ class Settings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     default_project: str = "mlemu"
     iam_mode: str = "off"
+    #: IAM config YAML (service accounts, ID tokens, static tokens, groups, project policies).
+    iam_config: Path | None = None
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
     database_url: str | None = None
@@ -79,6 +81,7 @@ class Settings:
             max_request_bytes=int(get("MLEMU_MAX_REQUEST_BYTES") or defaults.max_request_bytes),
             default_project=get("MLEMU_PROJECT") or defaults.default_project,
             iam_mode=(get("MLEMU_IAM_MODE") or defaults.iam_mode).lower(),
+            iam_config=Path(iam) if (iam := get("MLEMU_IAM_CONFIG")) else None,
             xgboost_nthread=int(get("MLEMU_XGBOOST_NTHREAD") or defaults.xgboost_nthread),
             database_url=get("MLEMU_DATABASE_URL"),
             grpc_port=int(get("MLEMU_GRPC_PORT") or defaults.grpc_port),
@@ -106,6 +109,8 @@ class Settings:
         }
         if self.config_file is not None:
             env["MLEMU_CONFIG"] = str(self.config_file)
+        if self.iam_config is not None:
+            env["MLEMU_IAM_CONFIG"] = str(self.iam_config)
         if self.database_url:
             env["MLEMU_DATABASE_URL"] = self.database_url
         if self.public_url:
