@@ -117,7 +117,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
                                                case_sensitive=False),
               help="Framework (detected from the model file when omitted).")
 @click.option("--prediction-class", help="module.Class of a custom predictor.")
-@click.option("--package-uris", help="Comma-separated packages for --prediction-class.")
+@click.option("--package-uris", help="Comma-separated packages (paths, gs:// URIs) for --prediction-class.")
 def predict(model_dir: str, json_instances: Any, framework: str | None,
             prediction_class: str | None, package_uris: str | None) -> None:
     """Predict locally without a server (like `gcloud ai-platform local predict`).
@@ -130,13 +130,15 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
     import wirejson
     from errors import ApiError
     from registry import artifacts
+    from registry.gcs import GcsCache
 
     instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
     if not instances:
         raise click.UsageError("--json-instances holds no instances.")
     try:
         with tempfile.TemporaryDirectory() as cache:
-            roots = [artifacts.unpack_package(artifacts.resolve_uri(u), Path(cache))
+            gcs = GcsCache(Path(cache) / "gcs", Settings.from_env().storage_emulator_host)
+            roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), Path(cache))
                      for u in (package_uris or "").split(",") if u]
             predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)
             result = predictor.predict(instances)
