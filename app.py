@@ -96,6 +96,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
     )
+    _check_store(settings)
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -106,6 +107,18 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
 
         sys.exit(supervisor.run([argv, [sys.executable, str(ROOT / "grpc_server.py")]], env, ROOT))
     os.execve(sys.executable, argv, env)
+
+
+def _check_store(settings: Settings) -> None:
+    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
+    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    from errors import ApiError
+    from registry.store import open_store
+
+    try:
+        open_store(settings.database_url, settings.state_dir).close()
+    except (ValueError, ApiError) as exc:
+        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()
