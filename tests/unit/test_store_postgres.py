@@ -171,3 +171,22 @@ def test_an_orphan_is_adopted_by_exactly_one_runner(db_url: str) -> None:
         assert runner.wait_idle(30)
     assert RUNS[0] == "op-1" and len(RUNS) == 2 and RUNS[1].startswith("finished by runner-")
     assert tasks.pending(seed) == []
+
+
+def test_requests_answer_503_while_the_database_is_unreachable(make_app: Any, db_url: str) -> None:
+    client = make_app(database_url=db_url)
+    assert client.post("/v1/projects/p/models", json={"name": "m"}).status_code == 200
+    dbname = db_url.rsplit("/", 1)[-1]
+    with psycopg.connect(db_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS false".encode())
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                      (dbname,))
+        try:
+            response = client.get("/v1/projects/p/models/m")
+            assert response.status_code == 503
+            error = response.get_json()["error"]
+            assert error["status"] == "UNAVAILABLE"
+            assert error["message"].startswith(f"Cannot connect to the database {db_url}")
+        finally:
+            admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
+    assert client.get("/v1/projects/p/models/m").status_code == 200  # back without a restart
