@@ -5,6 +5,7 @@ exactly-once adoption of orphaned long-running operations by runners on separate
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -190,3 +191,5 @@ def test_requests_answer_503_while_the_database_is_unreachable(make_app: Any, db
         finally:
             admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
     assert client.get("/v1/projects/p/models/m").status_code == 200  # back without a restart
+    del client
+    gc.collect()  # the emulator's task threads stop with it, not after the server is gone
