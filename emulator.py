@@ -76,6 +76,16 @@ class Emulator:
                 current.framework = framework
                 self.store.put_version(current)
 
+    def prune_deployments(self) -> None:
+        """Free the predictors of versions another process or instance deleted or re-created."""
+
+        def current_uid(name: str) -> str | None:
+            version = self.store.get_version(name)
+            return version.uid if version is not None else None
+
+        for name in self.deployments.prune(current_uid):
+            log.info("unloaded %s: deleted or re-created elsewhere", name)
+
     def is_ready(self) -> bool:
         return self.warmed.is_set()
 
@@ -89,7 +99,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     # Starting the runner also recovers operations a dead process left unfinished.
-    emu.tasks = TaskRunner(store, emu)
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments)
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

@@ -76,10 +76,25 @@ class Deployments:
             self._entries[version.name] = entry
             return entry
 
-    def drop(self, name: str) -> None:
-        entry = self._entries.pop(name, None)
-        if entry is not None and not isinstance(entry[1], ApiError):
+    def drop(self, name: str, uid: str | None = None) -> None:
+        """Unload `name` (only the incarnation `uid`, when given)."""
+        with self._guard:
+            entry = self._entries.get(name)
+            if entry is None or (uid is not None and entry[0] != uid):
+                return
+            del self._entries[name]
+        if not isinstance(entry[1], ApiError):
             entry[1].close()
+
+    def prune(self, current_uid: Callable[[str], str | None]) -> list[str]:
+        """Unload versions whose store incarnation is gone or changed (deleted or re-created
+        through another process or instance; they stopped serving at once, this frees them)."""
+        dropped = []
+        for name, (uid, _) in list(self._entries.items()):
+            if current_uid(name) != uid:
+                self.drop(name, uid)
+                dropped.append(name)
+        return dropped
 
     def loaded(self) -> dict[str, Predictor]:
         return {n: e[1] for n, e in self._entries.items() if not isinstance(e[1], ApiError)}
