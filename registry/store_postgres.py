@@ -38,6 +38,8 @@ POOL_SIZE = 5
 #: How long a caller waits for a free pooled connection, or for the write lock.
 WAIT_S = 30.0
 CONNECT_TIMEOUT_S = 10
+#: Our transactions last milliseconds; a session idle inside one this long has lost its client.
+IDLE_IN_TRANSACTION_S = 60
 #: The advisory lock key every mlemu process takes for a transaction (advisory locks are per
 #: database, so two mlemu deployments in different databases do not contend).
 LOCK_KEY = 0x6D6C656D75  # "mlemu"
@@ -101,7 +103,12 @@ class PostgresStore(Store):
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.url, **self._options)
+            conn = psycopg.connect(self.url, **self._options)
+            # An instance that vanishes mid-transaction (host lost, no FIN) would hold the write
+            # lock until TCP gave up; the server ends such a session, and frees the lock, first.
+            conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'"
+                         .encode())
+            return conn
         except psycopg.OperationalError as exc:
             raise Unavailable(f"Cannot connect to the database {self.where} (MLEMU_DATABASE_URL): "
                               f"{str(exc).strip()}") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -120,6 +121,27 @@ def test_survives_dropped_connections_and_fork(db_url: str) -> None:
     # The parent's pooled connection still works: the child did not close it.
     assert [m.name.rsplit("/", 1)[-1] for m in store.list_models("projects/p")] == [
         "a", "b", "from-child"]
+
+
+def test_a_writer_killed_mid_transaction_leaves_nothing_and_no_lock(db_url: str) -> None:
+    store = PostgresStore(db_url)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # another instance, killed while it holds the write lock mid-write
+        try:
+            with store.transaction():
+                store.put_model(Model(name="projects/p/models/half-written"))
+                os.write(write, b"x")
+                time.sleep(60)
+        finally:
+            os._exit(1)
+    assert os.read(read, 1) == b"x"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with store.transaction():  # the lock went with the dead session; its write rolled back
+        assert store.get_model("projects/p/models/half-written") is None
+        store.put_model(Model(name="projects/p/models/next"))
+    assert [m.name for m in store.list_models("projects/p")] == ["projects/p/models/next"]
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
