@@ -96,3 +96,22 @@ def test_missing_bucket_object_and_unreachable_storage_are_clear_errors(
         down.fetch("gs://unit-cache/m/v1")
     assert info.value.message.startswith("Cannot read gs://unit-cache/m/v1: ")
     assert "Connection" in info.value.message
+
+
+def test_cloud_storage_and_postgres_libraries_load_only_when_used(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from emulator import build_emulator\n"
+        "from settings import Settings\n"
+        f"emu = build_emulator(Settings(state_dir=Path({str(tmp_path)!r})), warm=False)\n"
+        "print(sorted(m for m in ('google.cloud.storage', 'psycopg') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
