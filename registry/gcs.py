@@ -150,8 +150,7 @@ class GcsCache:
                 for rel, blob in objects:
                     local = staging.joinpath(*rel.split("/"))
                     local.parent.mkdir(parents=True, exist_ok=True)
-                    # A listed blob carries its generation, so this downloads exactly that one.
-                    blob.download_to_filename(str(local), timeout=self.call_timeout, retry=self._retry())
+                    self._download(uri, blob, local)
                 try:
                     os.rename(staging, target)  # atomic; a concurrent download may have won
                 except OSError:
@@ -160,3 +159,14 @@ class GcsCache:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return target / objects[0][0] if single else target
+
+    def _download(self, uri: str, blob: Any, local: Path) -> None:
+        from google.api_core import exceptions as gexc
+
+        try:
+            # A listed blob carries its generation, so this downloads exactly that one.
+            blob.download_to_filename(str(local), timeout=self.call_timeout, retry=self._retry())
+        except gexc.NotFound:
+            raise ModelLoadError(
+                f"Cannot read {uri}: gs://{blob.bucket.name}/{blob.name} was deleted or replaced "
+                "while it was being copied.") from None

@@ -77,6 +77,24 @@ def test_concurrent_fetches_share_one_complete_copy(gcs_emulator: Any, bucket: A
     assert [p.name for p in (tmp_path / "gcs").iterdir()] == [results[0].name]  # no leftovers
 
 
+def test_an_object_deleted_during_the_copy_leaves_no_partial_copy(gcs_emulator: Any, bucket: Any,
+                                                                   tmp_path: Path) -> None:
+    for name in ("racy/a.bin", "racy/b.bin"):
+        bucket.blob(name).upload_from_string(b"data")
+
+    class Racing(GcsCache):
+        def _list(self, uri: str, bucket_name: str, path: str) -> Any:
+            listed = super()._list(uri, bucket_name, path)
+            bucket.blob("racy/b.bin").delete()  # gone between the listing and its download
+            return listed
+
+    with pytest.raises(ModelLoadError) as info:
+        Racing(tmp_path / "gcs", gcs_emulator.host).fetch("gs://unit-cache/racy")
+    assert info.value.message == ("Cannot read gs://unit-cache/racy: gs://unit-cache/racy/b.bin was "
+                                  "deleted or replaced while it was being copied.")
+    assert list((tmp_path / "gcs").iterdir()) == []  # neither a copy nor a staging directory
+
+
 def test_missing_bucket_object_and_unreachable_storage_are_clear_errors(
         gcs_emulator: Any, bucket: Any, tmp_path: Path) -> None:
     cache = GcsCache(tmp_path / "gcs", gcs_emulator.host)
