@@ -59,6 +59,8 @@ def describe(url: str) -> str:
 
 
 class PostgresStore(Store):
+    """The Store on a PostgreSQL database shared by every process of every instance."""
+
     def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         self.where = describe(url)
