@@ -105,6 +105,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         config_file=settings.config_file.resolve() if settings.config_file else None,
         iam_config=settings.iam_config.resolve() if settings.iam_config else None,
     )
+    _check_store(settings)
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -117,6 +118,18 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     os.execve(sys.executable, argv, env)
 
 
+def _check_store(settings: Settings) -> None:
+    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
+    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    from errors import ApiError
+    from registry.store import open_store
+
+    try:
+        open_store(settings.database_url, settings.state_dir).close()
+    except (ValueError, ApiError) as exc:
+        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
+
+
 @main.command()
 @click.option("--model-dir", required=True, type=click.Path(file_okay=False, exists=True),
               help="Local directory with the model file(s).")
@@ -126,7 +139,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
                                                case_sensitive=False),
               help="Framework (detected from the model file when omitted).")
 @click.option("--prediction-class", help="module.Class of a custom predictor.")
-@click.option("--package-uris", help="Comma-separated packages for --prediction-class.")
+@click.option("--package-uris", help="Comma-separated packages (paths, gs:// URIs) for --prediction-class.")
 def predict(model_dir: str, json_instances: Any, framework: str | None,
             prediction_class: str | None, package_uris: str | None) -> None:
     """Predict locally without a server (like `gcloud ai-platform local predict`).
@@ -139,13 +152,15 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
     import wirejson
     from errors import ApiError
     from registry import artifacts
+    from registry.gcs import GcsCache
 
     instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
     if not instances:
         raise click.UsageError("--json-instances holds no instances.")
     try:
         with tempfile.TemporaryDirectory() as cache:
-            roots = [artifacts.unpack_package(artifacts.resolve_uri(u), Path(cache))
+            gcs = GcsCache(Path(cache) / "gcs", Settings.from_env().storage_emulator_host)
+            roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), Path(cache))
                      for u in (package_uris or "").split(",") if u]
             predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)
             result = predictor.predict(instances)

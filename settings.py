@@ -49,11 +49,19 @@ class Settings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     #: grps's default model (`name` or `name-version`) for requests that select none.
     grps_default_model: str | None = None
+    #: Cloud Storage emulator (STORAGE_EMULATOR_HOST, the variable google-cloud-storage and
+    #: gcloud use) for gs:// URIs; None talks to Cloud Storage itself.
+    storage_emulator_host: str | None = None
 
     @property
     def store_path(self) -> Path:
         """The embedded SQLite database inside the state directory."""
         return self.state_dir / "mlemu.sqlite3"
+
+    @property
+    def gcs_cache_path(self) -> Path:
+        """Local copies of gs:// artifacts, keyed by URI and object generation."""
+        return self.state_dir / "gcs"
 
     @property
     def grps_online_path(self) -> Path:
@@ -90,6 +98,7 @@ class Settings:
             extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")},
             max_message_bytes=int(get("MLEMU_MAX_MESSAGE_BYTES") or defaults.max_message_bytes),
             grps_default_model=get("MLEMU_GRPS_MODEL"),
+            storage_emulator_host=get("STORAGE_EMULATOR_HOST"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -118,6 +127,8 @@ class Settings:
         env["MLEMU_MAX_MESSAGE_BYTES"] = str(self.max_message_bytes)
         if self.grps_default_model:
             env["MLEMU_GRPS_MODEL"] = self.grps_default_model
+        if self.storage_emulator_host:
+            env["STORAGE_EMULATOR_HOST"] = self.storage_emulator_host
         env.update(self.extra)
         return env
 
