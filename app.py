@@ -27,7 +27,7 @@ GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 
 def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     """A Flask app serving every protocol over one Emulator built from `settings`."""
-    from api import register_fallbacks
+    from api import register_authentication, register_fallbacks
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
     from api.unimplemented import register_unimplemented
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
+    register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     return flask_app
@@ -82,8 +83,13 @@ main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
 @click.option("--grpc-port", type=int,
               help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
+@click.option("--iam-mode", type=click.Choice(["off", "enforce"]),
+              help="IAM: off allows everything (default); enforce checks every call.")
+@click.option("--iam-config", type=click.Path(dir_okay=False, exists=True),
+              help="IAM config YAML: accounts, tokens, groups, project policies (README, IAM).")
 def serve(config_file: str | None, host: str | None, port: int | None, workers: int | None,
-          threads: int | None, state_dir: str | None, grpc_port: int | None) -> None:
+          threads: int | None, state_dir: str | None, grpc_port: int | None,
+          iam_mode: str | None, iam_config: str | None) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
     settings = Settings.from_env()
     changes: dict[str, Any] = {}
@@ -91,8 +97,10 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         changes["config_file"] = Path(config_file).resolve()
     if state_dir:
         changes["state_dir"] = Path(state_dir).resolve()
+    if iam_config:
+        changes["iam_config"] = Path(iam_config).resolve()
     for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads),
-                       ("grpc_port", grpc_port)):
+                       ("grpc_port", grpc_port), ("iam_mode", iam_mode)):
         if value is not None:
             changes[key] = value
     settings = settings.replace(**changes)
@@ -100,12 +108,14 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     settings = settings.replace(
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
+        iam_config=settings.iam_config.resolve() if settings.iam_config else None,
     )
     if settings.vertex is not None:
         vertex = settings.vertex
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
+    _check_store(settings)
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -121,6 +131,16 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
+def _check_store(settings: Settings) -> None:
+    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
+    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    from errors import ApiError
+    from registry.store import open_store
+
+    try:
+        open_store(settings.database_url, settings.state_dir).close()
+    except (ValueError, ApiError) as exc:
+        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()
@@ -132,7 +152,7 @@ def _absolute(uri: str) -> str:
                                                case_sensitive=False),
               help="Framework (detected from the model file when omitted).")
 @click.option("--prediction-class", help="module.Class of a custom predictor.")
-@click.option("--package-uris", help="Comma-separated packages for --prediction-class.")
+@click.option("--package-uris", help="Comma-separated packages (paths, gs:// URIs) for --prediction-class.")
 def predict(model_dir: str, json_instances: Any, framework: str | None,
             prediction_class: str | None, package_uris: str | None) -> None:
     """Predict locally without a server (like `gcloud ai-platform local predict`).
@@ -145,13 +165,15 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
     import wirejson
     from errors import ApiError
     from registry import artifacts
+    from registry.gcs import GcsCache
 
     instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
     if not instances:
         raise click.UsageError("--json-instances holds no instances.")
     try:
         with tempfile.TemporaryDirectory() as cache:
-            roots = [artifacts.unpack_package(artifacts.resolve_uri(u), Path(cache))
+            gcs = GcsCache(Path(cache) / "gcs", Settings.from_env().storage_emulator_host)
+            roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), Path(cache))
                      for u in (package_uris or "").split(",") if u]
             predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)
             result = predictor.predict(instances)

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import auth
 import predictors
 from errors import ApiError
 from registry import bootstrap, names
 from registry.deployments import Deployments
+from registry.gcs import GcsCache
 from registry.resources import Version
 from registry.store import Store, open_store
 from registry.tasks import TaskRunner
@@ -30,7 +32,8 @@ class Emulator:
     settings: Settings
     store: Store
     deployments: Deployments
-    policy: Any = None
+    #: The IAM configuration (auth.IamConfig): identities, groups, project policies.
+    policy: auth.IamConfig = dataclasses.field(default_factory=auth.IamConfig)
     started_at: float = dataclasses.field(default_factory=time.time)
     #: Version names declared by the bootstrap file (readiness waits for these to load).
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
@@ -50,10 +53,13 @@ class Emulator:
                 if version is None or version.state != "READY":
                     continue
                 try:
-                    self.deployments.get(version)
+                    predictor = self.deployments.get(version)
                 except ApiError as exc:
                     log.warning("could not load %s: %s", name, exc.message)
                     self._mark_failed(version, exc.message)
+                else:
+                    if not version.framework and not version.prediction_class:
+                        self._set_framework(version, predictor.framework)
         finally:
             self.warmed.set()
 
@@ -63,6 +69,25 @@ class Emulator:
             if current is not None and current.uid == version.uid and current.state == "READY":
                 current.state, current.error_message = "FAILED", message
                 self.store.put_version(current)
+
+    def _set_framework(self, version: Version, framework: str) -> None:
+        """Record the framework a load detected (gs:// bootstrap versions are not inspected
+        before warm-up downloads them)."""
+        with self.store.transaction():
+            current = self.store.get_version(version.name)
+            if current is not None and current.uid == version.uid and not current.framework:
+                current.framework = framework
+                self.store.put_version(current)
+
+    def prune_deployments(self) -> None:
+        """Free the predictors of versions another process or instance deleted or re-created."""
+
+        def current_uid(name: str) -> str | None:
+            version = self.store.get_version(name)
+            return version.uid if version is not None else None
+
+        for name in self.deployments.prune(current_uid):
+            log.info("unloaded %s: deleted or re-created elsewhere", name)
 
     def is_ready(self) -> bool:
         return self.warmed.is_set()
@@ -96,16 +121,18 @@ def register_vertex_model(store: Store, settings: Settings) -> str:
 
 
 def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
+    iam = auth.load_config(settings)  # a bad IAM config stops the start, before any state
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
     predictors.configure(xgboost_nthread=settings.xgboost_nthread)
-    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"))
+    gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
+    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages", gcs=gcs), iam)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     if settings.vertex is not None:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
-    emu.tasks = TaskRunner(store, emu)
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments)
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

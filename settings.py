@@ -39,6 +39,8 @@ class Settings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     default_project: str = "mlemu"
     iam_mode: str = "off"
+    #: IAM config YAML (service accounts, ID tokens, static tokens, groups, project policies).
+    iam_config: Path | None = None
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
     database_url: str | None = None
@@ -51,11 +53,19 @@ class Settings:
     grps_default_model: str | None = None
     #: Vertex AI custom-container contract (AIP_* variables); None outside Vertex AI.
     vertex: VertexSettings | None = None
+    #: Cloud Storage emulator (STORAGE_EMULATOR_HOST, the variable google-cloud-storage and
+    #: gcloud use) for gs:// URIs; None talks to Cloud Storage itself.
+    storage_emulator_host: str | None = None
 
     @property
     def store_path(self) -> Path:
         """The embedded SQLite database inside the state directory."""
         return self.state_dir / "mlemu.sqlite3"
+
+    @property
+    def gcs_cache_path(self) -> Path:
+        """Local copies of gs:// artifacts, keyed by URI and object generation."""
+        return self.state_dir / "gcs"
 
     @property
     def grps_online_path(self) -> Path:
@@ -86,6 +96,7 @@ class Settings:
             max_request_bytes=int(get("MLEMU_MAX_REQUEST_BYTES") or defaults.max_request_bytes),
             default_project=get("MLEMU_PROJECT") or defaults.default_project,
             iam_mode=(get("MLEMU_IAM_MODE") or defaults.iam_mode).lower(),
+            iam_config=Path(iam) if (iam := get("MLEMU_IAM_CONFIG")) else None,
             xgboost_nthread=int(get("MLEMU_XGBOOST_NTHREAD") or defaults.xgboost_nthread),
             database_url=get("MLEMU_DATABASE_URL"),
             # Vertex AI routes one HTTP port only: gRPC stays off there unless asked for.
@@ -96,6 +107,7 @@ class Settings:
             max_message_bytes=int(get("MLEMU_MAX_MESSAGE_BYTES") or defaults.max_message_bytes),
             grps_default_model=get("MLEMU_GRPS_MODEL"),
             vertex=vertex,
+            storage_emulator_host=get("STORAGE_EMULATOR_HOST"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -113,6 +125,8 @@ class Settings:
         }
         if self.config_file is not None:
             env["MLEMU_CONFIG"] = str(self.config_file)
+        if self.iam_config is not None:
+            env["MLEMU_IAM_CONFIG"] = str(self.iam_config)
         if self.database_url:
             env["MLEMU_DATABASE_URL"] = self.database_url
         if self.public_url:
@@ -127,6 +141,8 @@ class Settings:
             env["MLEMU_THREADS"] = str(self.threads)
         if self.vertex is not None:
             env.update(self.vertex.to_env())
+        if self.storage_emulator_host:
+            env["STORAGE_EMULATOR_HOST"] = self.storage_emulator_host
         env.update(self.extra)
         return env
 
