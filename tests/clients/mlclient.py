@@ -39,6 +39,21 @@ def ml_client(url: str) -> Any:
                  client_options={"api_endpoint": url}, cache_discovery=False)
 
 
+ROWS = [[0.5, -1.0, 2.0, 0.1], [-2.0, 0.3, -0.7, 1.5]]
+
+
+def create_version(ml: Any, model_name: str, version: str, uri: Any, **extra: Any) -> dict[str, Any]:
+    """versions.create of `uri` under `model_name`; the returned Operation."""
+    return dict(ml.projects().models().versions().create(
+        parent=model_name, body={"name": version, "deploymentUri": str(uri), **extra},
+    ).execute())
+
+
+def predict_rows(ml: Any, name: str, rows: Any = ROWS) -> Any:
+    """The predictions `name` (a model or version) gives for `rows`."""
+    return ml.projects().predict(name=name, body={"instances": rows}).execute()["predictions"]
+
+
 def wait_done(ml: Any, op: dict[str, Any], timeout: float = 90.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while not op.get("done"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,22 +16,20 @@ from googleapiclient.errors import HttpError
 from registry import tasks
 from registry.store import SqliteStore
 from tests import modelkit
-from tests.clients.mlclient import GATE_PREDICTOR, error_of, ml_client, wait_done, wait_for_file
+from tests.clients.mlclient import (
+    GATE_PREDICTOR,
+    ROWS,
+    create_version,
+    error_of,
+    ml_client,
+    predict_rows,
+    wait_done,
+    wait_for_file,
+)
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow
-ROWS = [[0.5, -1.0, 2.0, 0.1], [-2.0, 0.3, -0.7, 1.5]]
 P = "projects/durable"
-
-
-def _create(ml: Any, model: str, version: str, uri: Path, **extra: Any) -> dict[str, Any]:
-    return dict(ml.projects().models().versions().create(
-        parent=f"{P}/models/{model}", body={"name": version, "deploymentUri": str(uri), **extra},
-    ).execute())
-
-
-def _predict(ml: Any, name: str) -> Any:
-    return ml.projects().predict(name=name, body={"instances": ROWS}).execute()["predictions"]
 
 
 def test_instances_share_one_store_and_state_survives_restart(tmp_path: Path) -> None:
@@ -44,19 +41,20 @@ def test_instances_share_one_store_and_state_survives_restart(tmp_path: Path) ->
     try:
         ml_a, ml_b = ml_client(a.url), ml_client(b.url)
         ml_a.projects().models().create(parent=P, body={"name": "shared"}).execute()
-        assert wait_done(ml_a, _create(ml_a, "shared", "v1", tmp_path / "linear"))["response"]
-        assert wait_done(ml_a, _create(ml_a, "shared", "v2", tmp_path / "forest"))["response"]
+        for version, folder in (("v1", "linear"), ("v2", "forest")):
+            op = create_version(ml_a, f"{P}/models/shared", version, tmp_path / folder)
+            assert wait_done(ml_a, op)["response"]
         # Created through instance A, served at once by instance B (and both of A's workers).
         expect_v2 = forest.predict(np.asarray(ROWS)).tolist()
         for _ in range(4):
-            assert _predict(ml_b, f"{P}/models/shared/versions/v2") == expect_v2
-            assert _predict(ml_a, f"{P}/models/shared/versions/v2") == expect_v2
+            assert predict_rows(ml_b, f"{P}/models/shared/versions/v2") == expect_v2
+            assert predict_rows(ml_a, f"{P}/models/shared/versions/v2") == expect_v2
         # Deleted through B: A stops serving it at once although its workers had it loaded.
         assert "error" not in wait_done(ml_b, ml_b.projects().models().versions().delete(
             name=f"{P}/models/shared/versions/v2").execute())
         for _ in range(4):
             with pytest.raises(HttpError) as info:
-                _predict(ml_a, f"{P}/models/shared/versions/v2")
+                predict_rows(ml_a, f"{P}/models/shared/versions/v2")
             assert info.value.resp.status == 404
     finally:
         stop_server(a.proc)
@@ -69,7 +67,7 @@ def test_instances_share_one_store_and_state_survives_restart(tmp_path: Path) ->
         assert model["defaultVersion"]["name"] == f"{P}/models/shared/versions/v1"
         listed = ml_c.projects().models().versions().list(parent=f"{P}/models/shared").execute()
         assert [v["name"].rsplit("/", 1)[-1] for v in listed["versions"]] == ["v1"]
-        assert _predict(ml_c, f"{P}/models/shared") == pytest.approx(
+        assert predict_rows(ml_c, f"{P}/models/shared") == pytest.approx(
             linear.predict(np.asarray(ROWS)).tolist())
         ops = ml_c.projects().operations().list(name=P).execute()["operations"]
         assert sorted(o["metadata"]["operationType"] for o in ops) == [
@@ -89,8 +87,9 @@ def test_sigkill_during_versions_create_comes_back_consistent(tmp_path: Path) ->
     try:
         ml = ml_client(a.url)
         ml.projects().models().create(parent=P, body={"name": "slow"}).execute()
-        op = _create(ml, "slow", "v1", model_dir, predictionClass="gate_predictor.GatePredictor",
-                     packageUris=[str(package)])
+        op = create_version(ml, f"{P}/models/slow", "v1", model_dir,
+                            predictionClass="gate_predictor.GatePredictor",
+                            packageUris=[str(package)])
         wait_for_file(model_dir / "started")  # the worker is inside from_path now
         version = ml.projects().models().versions().get(name=f"{P}/models/slow/versions/v1").execute()
         assert version["state"] == "CREATING"
@@ -123,7 +122,7 @@ def test_sigkill_during_versions_create_comes_back_consistent(tmp_path: Path) ->
         assert done["metadata"]["endTime"]
         version = ml.projects().models().versions().get(name=f"{P}/models/slow/versions/v1").execute()
         assert version["state"] == "READY" and version["isDefault"] is True
-        assert _predict(ml, f"{P}/models/slow") == [sum(r) for r in ROWS]
+        assert predict_rows(ml, f"{P}/models/slow") == [sum(r) for r in ROWS]
         assert tasks.pending(store) == []
         assert "adopting operation" in b.output()
     finally:

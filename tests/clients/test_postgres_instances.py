@@ -21,22 +21,19 @@ from googleapiclient.errors import HttpError
 from registry import tasks
 from registry.store_postgres import PostgresStore
 from tests import modelkit
-from tests.clients.mlclient import GATE_PREDICTOR, ml_client, wait_done, wait_for_file
+from tests.clients.mlclient import (
+    GATE_PREDICTOR,
+    ROWS,
+    create_version,
+    ml_client,
+    predict_rows,
+    wait_done,
+    wait_for_file,
+)
 from tests.conftest import ROOT, free_port, start_server, stop_server
 
 pytestmark = pytest.mark.slow
-ROWS = [[0.5, -1.0, 2.0, 0.1], [-2.0, 0.3, -0.7, 1.5]]
 P = "projects/shared"
-
-
-def _create(ml: Any, model: str, version: str, uri: Path, **extra: Any) -> dict[str, Any]:
-    return dict(ml.projects().models().versions().create(
-        parent=f"{P}/models/{model}", body={"name": version, "deploymentUri": str(uri), **extra},
-    ).execute())
-
-
-def _predict(ml: Any, name: str) -> Any:
-    return ml.projects().predict(name=name, body={"instances": ROWS}).execute()["predictions"]
 
 
 def test_two_instances_share_one_database(postgres: Any, tmp_path: Path) -> None:
@@ -47,18 +44,18 @@ def test_two_instances_share_one_database(postgres: Any, tmp_path: Path) -> None
     try:
         ml_a, ml_b = ml_client(a.url), ml_client(b.url)
         ml_a.projects().models().create(parent=P, body={"name": "m"}).execute()
-        op = _create(ml_a, "m", "v1", tmp_path / "forest")
+        op = create_version(ml_a, f"{P}/models/m", "v1", tmp_path / "forest")
         done = wait_done(ml_b, ml_b.projects().operations().get(name=op["name"]).execute())
         assert done["response"]["state"] == "READY"
         expect = forest.predict(np.asarray(ROWS)).tolist()
         for _ in range(4):  # created through A; B (and both of A's workers) serve it
-            assert _predict(ml_b, f"{P}/models/m/versions/v1") == expect
-            assert _predict(ml_a, f"{P}/models/m") == expect
+            assert predict_rows(ml_b, f"{P}/models/m/versions/v1") == expect
+            assert predict_rows(ml_a, f"{P}/models/m") == expect
         assert "error" not in wait_done(ml_b, ml_b.projects().models().versions().delete(
             name=f"{P}/models/m/versions/v1").execute())
         for ml in (ml_a, ml_a, ml_b):  # A's workers had it loaded: it stops serving there too
             with pytest.raises(HttpError) as info:
-                _predict(ml, f"{P}/models/m/versions/v1")
+                predict_rows(ml, f"{P}/models/m/versions/v1")
             assert info.value.resp.status == 404
         # Nothing of it is in either state directory: the database holds the state.
         assert not (tmp_path / "a" / "mlemu.sqlite3").exists()
@@ -80,8 +77,9 @@ def test_sigkill_during_versions_create_is_finished_by_the_other_instance(
     try:
         ml_a, ml_b = ml_client(a.url), ml_client(b.url)
         ml_a.projects().models().create(parent=P, body={"name": "slow"}).execute()
-        op = _create(ml_a, "slow", "v1", model_dir, predictionClass="gate_predictor.GatePredictor",
-                     packageUris=[str(package)])
+        op = create_version(ml_a, f"{P}/models/slow", "v1", model_dir,
+                            predictionClass="gate_predictor.GatePredictor",
+                            packageUris=[str(package)])
         wait_for_file(model_dir / "started")  # A's worker is inside from_path now
         assert ml_b.projects().operations().get(name=op["name"]).execute().get("done") is None
         os.killpg(a.proc.pid, signal.SIGKILL)
@@ -93,7 +91,7 @@ def test_sigkill_during_versions_create_is_finished_by_the_other_instance(
         assert done["response"]["state"] == "READY", done
         version = ml_b.projects().models().versions().get(name=f"{P}/models/slow/versions/v1").execute()
         assert version["state"] == "READY" and version["isDefault"] is True
-        assert _predict(ml_b, f"{P}/models/slow") == [sum(r) for r in ROWS]
+        assert predict_rows(ml_b, f"{P}/models/slow") == [sum(r) for r in ROWS]
         assert b.output().count("adopting operation") == 1  # run again once, by B only
         assert tasks.pending(PostgresStore(url)) == []
     finally:
