@@ -22,6 +22,7 @@ from registry.resources import Model
 from registry.store import SqliteStore, Store, open_store
 from registry.store_postgres import PostgresStore
 from tests.conftest import free_port
+from tests.unit.test_tasks import race
 
 pytestmark = pytest.mark.slow
 
@@ -178,20 +179,7 @@ def test_an_orphan_is_adopted_by_exactly_one_runner(db_url: str) -> None:
     with seed.transaction():
         tasks.put(seed, tasks.Task("op-1", "TEST_PG_COUNTED", "target", {}, "gone|b|n|1|1|x",
                                    time.time() - 1))
-    runners = [tasks.TaskRunner(PostgresStore(db_url), f"runner-{i}") for i in range(4)]
-    start = threading.Barrier(len(runners))
-
-    def tick(runner: tasks.TaskRunner) -> None:
-        start.wait()
-        runner.tick()
-
-    threads = [threading.Thread(target=tick, args=(r,)) for r in runners]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    for runner in runners:
-        assert runner.wait_idle(30)
+    race([tasks.TaskRunner(PostgresStore(db_url), f"runner-{i}") for i in range(4)])
     assert RUNS[0] == "op-1" and len(RUNS) == 2 and RUNS[1].startswith("finished by runner-")
     assert tasks.pending(seed) == []
 

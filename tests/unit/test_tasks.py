@@ -30,13 +30,8 @@ def _finish(context: Any, task: tasks.Task, result: Any, error: Any) -> None:
 tasks.register("TEST_COUNTED", _work, _finish)
 
 
-def test_an_orphan_is_adopted_by_exactly_one_of_many_runners(tmp_path: Path) -> None:
-    path = tmp_path / "shared.sqlite3"
-    seed = SqliteStore(path)
-    with seed.transaction():
-        tasks.put(seed, tasks.Task("op-1", "TEST_COUNTED", "target", {}, "gone|b|n|1|1|x",
-                                   time.time() - 1))
-    runners = [tasks.TaskRunner(SqliteStore(path), f"runner-{i}") for i in range(4)]
+def race(runners: list[tasks.TaskRunner]) -> None:
+    """Let every runner tick at the same moment, then wait until each has finished its work."""
     start = threading.Barrier(len(runners))
 
     def tick(runner: tasks.TaskRunner) -> None:
@@ -50,6 +45,15 @@ def test_an_orphan_is_adopted_by_exactly_one_of_many_runners(tmp_path: Path) -> 
         t.join(timeout=30)
     for runner in runners:
         assert runner.wait_idle(30)
+
+
+def test_an_orphan_is_adopted_by_exactly_one_of_many_runners(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    seed = SqliteStore(path)
+    with seed.transaction():
+        tasks.put(seed, tasks.Task("op-1", "TEST_COUNTED", "target", {}, "gone|b|n|1|1|x",
+                                   time.time() - 1))
+    race([tasks.TaskRunner(SqliteStore(path), f"runner-{i}") for i in range(4)])
     assert RUNS == ["op-1"]
     assert len(FINISHED) == 1 and FINISHED[0][1].startswith("runner-")
     assert tasks.pending(seed) == []
