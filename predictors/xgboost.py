@@ -21,6 +21,7 @@ from predictors.base import Predictor, Signature, TensorSpec
 @register
 class XGBoostPredictor(Predictor):
     framework = XGBOOST
+    batchable = True
 
     def __init__(self, booster: Any) -> None:
         import xgboost
