@@ -1,0 +1,187 @@
+"""`python -m bench [--quick]`: mlemu, Seldon MLServer and KServe side by side (see README.md).
+
+Servers run one after another on the same model files and request bodies, loaded by wrk from
+127.0.0.1 for a bounded time. Every answer is checked against the in-process prediction. Writes
+bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the ratio table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import measure, models, report
+from bench.servers import SERVERS, VENVS, Server
+
+HERE = Path(__file__).resolve().parent
+CONCURRENCY = (1, 8, 64)
+BIG = (1000, 10000)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    seconds: float  # measured wrk run per scenario
+    warmup: float  # unmeasured wrk run before each one
+    cold_starts: int
+    big_repeats: int
+    floor_repeats: int
+
+    @classmethod
+    def of(cls, quick: bool) -> Plan:
+        return cls(3, 1, 1, 3, 5) if quick else cls(12, 3, 3, 7, 15)
+
+
+class Bench:
+    def __init__(self, plan: Plan, out: Path, names: list[str]) -> None:
+        self.plan = plan
+        self.out = out
+        self.names = names
+        self.dirs = models.build(out / "models", with_tf="mlemu" in names)
+        self.rows = models.instances(64, seed=1)
+        self.big = {n: models.instances(n, seed=2) for n in BIG}
+        self.want: dict[str, list[Any]] = {}
+        self.want_big: dict[tuple[str, int], list[Any]] = {}
+        for name in models.PEER_MODELS:
+            ref = models.reference(self.dirs[name], name)
+            self.want[name] = ref(self.rows)
+            for n in BIG:
+                self.want_big[name, n] = ref(self.big[n])
+        if "tf" in self.dirs:
+            self.want["tf"] = models.tf_reference(self.dirs["tf"], self.rows)
+
+    def log(self, text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def correct(self, server: Server, name: str) -> bool:
+        status, answer = measure.post(server.url(name), server.body(self.rows[:1]), timeout=5)
+        return status == 200 and measure.same(server.predictions(answer), self.want[name][:1])
+
+    def start(self, server: Server, names: tuple[str, ...], tag: str) -> tuple[Any, float]:
+        work = self.out / "run" / f"{server.name}-{tag}"
+        work.mkdir(parents=True, exist_ok=True)
+        server.workdir = work
+        proc = server.start({n: self.dirs[n] for n in names}, work / "server.log")
+        try:
+            first = measure.wait_ready(lambda: self.correct(server, names[0]), proc, 180)
+            for name in names[1:]:
+                measure.wait_ready(lambda n=name: self.correct(server, n), proc, 180)
+        except Exception:
+            measure.stop(proc)
+            print((work / "server.log").read_text(errors="replace")[-3000:])
+            raise
+        return proc, first
+
+    def cold_start(self, server: Server) -> dict[str, Any]:
+        """Launch to first correct prediction with one scikit-learn model; idle memory then."""
+        times, idle = [], {}
+        for i in range(self.plan.cold_starts):
+            proc, first = self.start(server, ("logreg",), f"cold{i}")
+            times.append(first)
+            if i == 0:
+                time.sleep(2)
+                idle = measure.memory(proc.pid)
+            measure.stop(proc)
+        self.log(f"{server.name}: cold start {statistics.median(times):.2f} s, idle {idle}")
+        return {"cold_start_s": statistics.median(times), "cold_start_runs_s": times,
+                "idle_one_sklearn_model": idle}
+
+    def load(self, server: Server, name: str) -> dict[str, Any]:
+        body = self.out / "bodies" / f"{server.name}-{name}.json"
+        body.parent.mkdir(parents=True, exist_ok=True)
+        body.write_bytes(server.body(self.rows[:1]))
+        figures: dict[str, Any] = {}
+        for c in CONCURRENCY:
+            label = f"{server.name}/{name}/c={c}"
+            measure.wrk(server.url(name), body, server.field, c, self.plan.warmup)
+            result = measure.wrk(server.url(name), body, server.field, c, self.plan.seconds)
+            result["errors"] = measure.check_wrk(result, self.want[name][:1], label)
+            result.pop("firsts")
+            figures[f"c{c}"] = result
+            self.log(f"{label}: {result['rps']:.0f} rps, p50 {result['p50_us'] / 1e3:.2f} ms, "
+                     f"p99 {result['p99_us'] / 1e3:.2f} ms, errors {result['errors']}")
+        measure.check_distinct(lambda rows: (server.url(name), server.body(rows)),
+                               server.predictions, self.rows, self.want[name],
+                               f"{server.name}/{name}/distinct rows")
+        return figures
+
+    def big_requests(self, server: Server, name: str) -> dict[str, Any]:
+        figures = {}
+        for n in BIG:
+            label = f"{server.name}/{name}/{n} instances"
+            figures[str(n)] = measure.big_request(
+                server.url(name), server.body(self.big[n]), server.predictions,
+                self.want_big[name, n], self.plan.big_repeats, label)
+            self.log(f"{label}: {figures[str(n)]['median_s'] * 1e3:.1f} ms")
+        return figures
+
+    def run_server(self, name: str) -> dict[str, Any]:
+        server = SERVERS[name](self.out)
+        result: dict[str, Any] = {"settings": server.settings()}
+        if server.full:
+            result.update(self.cold_start(server))
+        proc, _ = self.start(server, server.models, "main")
+        try:
+            time.sleep(2)
+            result["memory_idle_all_models"] = measure.memory(proc.pid)
+            result["load"], result["big"] = {}, {}
+            for model in server.models:
+                result["load"][model] = self.load(server, model)
+                if server.full and model in models.PEER_MODELS:
+                    result["big"][model] = self.big_requests(server, model)
+            result["memory_after_load"] = measure.memory(proc.pid)
+        finally:
+            measure.stop(proc)
+        return result
+
+    def floors(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in models.PEER_MODELS:
+            for n in BIG:
+                body = json.dumps({"instances": self.big[n]}).encode()
+                out[f"{name}/{n}"] = models.floor(self.dirs[name], name, body, self.plan.floor_repeats)
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="short runs (under 5 minutes)")
+    parser.add_argument("--servers", default="mlemu,mlemu-unbatched,mlserver,kserve")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--no-report", action="store_true", help="do not rewrite bench/RESULTS.md")
+    args = parser.parse_args()
+    names = [n for n in args.servers.split(",") if n]
+    for name in names:
+        if not name.startswith("mlemu") and not (VENVS / name / "bin").is_dir():
+            parser.error(f"{VENVS / name} is missing: run `make bench` (it installs the peers)")
+    started = time.time()
+    plan = Plan.of(args.quick)
+    bench = Bench(plan, args.out, names)
+    results: dict[str, Any] = {"quick": args.quick, "plan": dataclasses.asdict(plan),
+                               "environment": report.environment(names), "servers": {}}
+    bench.log("in-process floor")
+    results["floor"] = bench.floors()
+    for name in names:
+        bench.log(f"== {name}")
+        try:
+            results["servers"][name] = bench.run_server(name)
+        except Exception as exc:  # one broken peer must not lose the others' figures
+            traceback.print_exc()
+            results["servers"][name] = {"failed": f"{type(exc).__name__}: {exc}"}
+    results["elapsed_s"] = time.time() - started
+    raw = args.out / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    raw.write_text(json.dumps(results, indent=1))
+    table = report.table(results)
+    print(table)
+    print(f"raw figures: {raw}; {results['elapsed_s'] / 60:.1f} min")
+    if not args.no_report:
+        report.write_results_md(HERE / "RESULTS.md", results, table, raw)
+
+
+if __name__ == "__main__":
+    main()
