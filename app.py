@@ -26,7 +26,7 @@ GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 
 def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     """A Flask app serving every protocol over one Emulator built from `settings`."""
-    from api import register_fallbacks
+    from api import register_authentication, register_fallbacks
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
     from api.unimplemented import register_unimplemented
@@ -46,6 +46,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
+    register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     return flask_app
@@ -77,8 +78,13 @@ main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
 @click.option("--grpc-port", type=int,
               help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
+@click.option("--iam-mode", type=click.Choice(["off", "enforce"]),
+              help="IAM: off allows everything (default); enforce checks every call.")
+@click.option("--iam-config", type=click.Path(dir_okay=False, exists=True),
+              help="IAM config YAML: accounts, tokens, groups, project policies (README, IAM).")
 def serve(config_file: str | None, host: str | None, port: int | None, workers: int | None,
-          threads: int | None, state_dir: str | None, grpc_port: int | None) -> None:
+          threads: int | None, state_dir: str | None, grpc_port: int | None,
+          iam_mode: str | None, iam_config: str | None) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
     settings = Settings.from_env()
     changes: dict[str, Any] = {}
@@ -86,8 +92,10 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         changes["config_file"] = Path(config_file).resolve()
     if state_dir:
         changes["state_dir"] = Path(state_dir).resolve()
+    if iam_config:
+        changes["iam_config"] = Path(iam_config).resolve()
     for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads),
-                       ("grpc_port", grpc_port)):
+                       ("grpc_port", grpc_port), ("iam_mode", iam_mode)):
         if value is not None:
             changes[key] = value
     settings = settings.replace(**changes)
@@ -95,6 +103,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     settings = settings.replace(
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
+        iam_config=settings.iam_config.resolve() if settings.iam_config else None,
     )
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))

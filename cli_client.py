@@ -8,9 +8,10 @@
   python app.py versions set-default VERSION --model M
   python app.py versions delete VERSION --model M [--async]
 
-Every verb takes --url (default http://127.0.0.1:8080) and --project (default $MLEMU_PROJECT,
-else "mlemu") and talks to the server's ml v1 API over HTTP; create and delete wait for their
-operation like gcloud does unless --async is given. Local paths are sent as absolute paths.
+Every verb takes --url (default http://127.0.0.1:8080), --project (default $MLEMU_PROJECT,
+else "mlemu") and --token (a bearer token for a server enforcing IAM), and talks to the
+server's ml v1 API over HTTP; create and delete wait for their operation like gcloud does unless
+--async is given. Local paths are sent as absolute paths.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ WAIT_TIMEOUT_S = 600.0
 
 
 class Api:
-    def __init__(self, url: str, project: str) -> None:
+    def __init__(self, url: str, project: str, token: str | None = None) -> None:
         self.base = url.rstrip("/") + "/v1/"
         self.project = project
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> dict[str, Any]:
         try:
             resp = requests.request(method, self.base + path, json=body, timeout=60,
+                                    headers=self.headers,
                                     params={k: v for k, v in params.items() if v is not None})
         except requests.RequestException as exc:
             raise click.ClickException(f"Cannot reach mlemu at {self.base}: {exc}") from None
@@ -80,9 +83,11 @@ class Api:
 def with_api(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--url", default=DEFAULT_URL, show_default=True, help="mlemu server URL.")
     @click.option("--project", default=None, help="Project id (default $MLEMU_PROJECT or 'mlemu').")
+    @click.option("--token", default=None,
+                  help="Bearer token (static token, self-signed JWT, ID token) when IAM is enforced.")
     @functools.wraps(fn)
-    def wrapper(url: str, project: str | None, **kwargs: Any) -> Any:
-        return fn(Api(url, project or Settings.from_env().default_project), **kwargs)
+    def wrapper(url: str, project: str | None, token: str | None, **kwargs: Any) -> Any:
+        return fn(Api(url, project or Settings.from_env().default_project, token), **kwargs)
 
     return wrapper
 

@@ -10,8 +10,8 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any
 
+import auth
 import predictors
 from errors import ApiError
 from registry import bootstrap
@@ -29,7 +29,8 @@ class Emulator:
     settings: Settings
     store: Store
     deployments: Deployments
-    policy: Any = None
+    #: The IAM configuration (auth.IamConfig): identities, groups, project policies.
+    policy: auth.IamConfig = dataclasses.field(default_factory=auth.IamConfig)
     started_at: float = dataclasses.field(default_factory=time.time)
     #: Version names declared by the bootstrap file (readiness waits for these to load).
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
@@ -68,10 +69,11 @@ class Emulator:
 
 
 def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
+    iam = auth.load_config(settings)  # a bad IAM config stops the start, before any state
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
     predictors.configure(xgboost_nthread=settings.xgboost_nthread)
-    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"))
+    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"), iam)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     # Starting the runner also recovers operations a dead process left unfinished.

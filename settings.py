@@ -37,6 +37,8 @@ class Settings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     default_project: str = "mlemu"
     iam_mode: str = "off"
+    #: IAM config YAML (service accounts, ID tokens, static tokens, groups, project policies).
+    iam_config: Path | None = None
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
     #: Bound on one merged call of adaptive batching; 0 turns batching off (predictors/batching.py).
@@ -81,6 +83,7 @@ class Settings:
             max_request_bytes=int(get("MLEMU_MAX_REQUEST_BYTES") or defaults.max_request_bytes),
             default_project=get("MLEMU_PROJECT") or defaults.default_project,
             iam_mode=(get("MLEMU_IAM_MODE") or defaults.iam_mode).lower(),
+            iam_config=Path(iam) if (iam := get("MLEMU_IAM_CONFIG")) else None,
             xgboost_nthread=int(get("MLEMU_XGBOOST_NTHREAD") or defaults.xgboost_nthread),
             batch_max_instances=int(get("MLEMU_BATCH_MAX_INSTANCES") or defaults.batch_max_instances),
             database_url=get("MLEMU_DATABASE_URL"),
@@ -110,6 +113,8 @@ class Settings:
         }
         if self.config_file is not None:
             env["MLEMU_CONFIG"] = str(self.config_file)
+        if self.iam_config is not None:
+            env["MLEMU_IAM_CONFIG"] = str(self.iam_config)
         if self.database_url:
             env["MLEMU_DATABASE_URL"] = self.database_url
         if self.public_url:

@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from api._google import error_response
 from errors import ApiError, Code, Internal, from_code
-from protocols._http import json_response
+from protocols._http import error_json, request_caller
 
 log = logging.getLogger("mlemu")
 
@@ -34,7 +34,22 @@ def _render(exc: ApiError) -> Response:
         from protocols.grps import error_response as grps_error
 
         return grps_error(exc)
-    return json_response({"error": exc.message}, exc.http_status)
+    return error_json(exc)
+
+
+def is_health_probe(path: str) -> bool:
+    """The routes IAM leaves open in every mode: liveness and readiness probes."""
+    return path in ("/healthz", "/readyz") or path.startswith(("/v2/health/", "/grps/v1/health/"))
+
+
+def register_authentication(app: Flask) -> None:
+    """Verify every request's credentials first (health probes excepted), whatever the route:
+    bad credentials are 401 before any other check, as at Google's front end. The caller is
+    kept for the view (protocols._http.request_caller); IAM mode off skips the verification."""
+    @app.before_request
+    def _identify() -> None:
+        if not is_health_probe(request.path):
+            request_caller()
 
 
 def register_fallbacks(app: Flask) -> None:

@@ -14,11 +14,10 @@ from flask import Blueprint, current_app, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import BaseConverter
 
-import auth
 from api._google import check_standard_params
 from errors import InvalidArgument
 from payloads import Caller
-from protocols._http import decode_json, read_body
+from protocols._http import decode_json, read_body, request_caller
 
 
 class IdConverter(BaseConverter):
@@ -36,8 +35,7 @@ def use_id_converter(bp: Blueprint) -> None:
 def context() -> tuple[Any, Caller]:
     """The Emulator and the verified caller of the current request."""
     check_standard_params()
-    emu = current_app.extensions["mlemu"]
-    return emu, auth.identify(emu, request.headers)
+    return current_app.extensions["mlemu"], request_caller()
 
 
 def body(required: bool = True) -> Any:

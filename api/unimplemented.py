@@ -12,11 +12,13 @@ import dataclasses
 import re
 from typing import Any, NoReturn
 
-from flask import Flask
+from flask import Flask, current_app
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
+import auth
 from errors import Unimplemented
+from protocols._http import request_caller
 from registry import discovery
 
 ENDPOINT_PREFIX = "ml_v1_unimplemented"
@@ -54,6 +56,8 @@ def _served(app: Flask, path: str, http_method: str) -> bool:
 
 def _unimplemented_view(method_id: str) -> Any:
     def view(**_: str) -> NoReturn:
+        # As at Google's front end, a caller is authenticated before the method is looked at.
+        auth.require_authenticated(current_app.extensions["mlemu"], request_caller())
         raise Unimplemented(f"Method {method_id} is not implemented by mlemu.")
 
     return view

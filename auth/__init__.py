@@ -1,21 +1,49 @@
 """Authentication and authorization: who is calling, and may they do this?
 
-`authorize(emu, caller, permission, resource)` is the first line of every use case. In IAM mode
-`off` (the local default) every call is allowed; in `enforce` mode calls are denied unless a
-policy grants the permission (policies arrive with the IAM work; until then enforce denies all).
+`authorize(emu, caller, permission, resource)` is the first line of every use case, before any
+lookup, so a refusal never tells whether the resource exists. IAM mode `off` (the local default)
+allows everything and does not look at credentials; `enforce` allows a call only when a policy
+binding grants the permission to the caller: the project's policy (IAM config file) or, for a
+model and its versions, the model's policy (the store). A refused anonymous caller gets 401
+UNAUTHENTICATED, a refused verified one 403 PERMISSION_DENIED.
+
+Modules: identity (credentials -> Caller, google-auth), keys (public keys and certificates),
+roles (predefined roles as data), policy (Policy, member matching), config (the IAM config file).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from auth import identity
+from auth.config import IamConfig, IamConfigError, load
+from auth.policy import (
+    KIND,
+    Binding,
+    Policy,
+    matches,
+    model_of,
+    new_etag,
+    parse_bindings,
+    policy_from_storage,
+    policy_to_storage,
+    project_of,
+)
 from errors import PermissionDenied
 from payloads import ANONYMOUS, Caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
+    from settings import Settings
 
+__all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy", "authorize",
+           "denied", "granted", "held_permissions", "identify", "is_role", "load_config",
+           "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
+           "require_authenticated"]
 MODES = ("off", "enforce")
+MODEL_OWNER = "roles/ml.modelOwner"
+_EMPTY = IamConfig()
 
 
 class Headers(Protocol):
@@ -24,23 +52,102 @@ class Headers(Protocol):
     def get(self, key: str, /) -> str | None: ...
 
 
+def load_config(settings: Settings) -> IamConfig:
+    """The IAM configuration an emulator runs with (checked at start, so mistakes fail early)."""
+    if settings.iam_mode not in MODES:
+        raise IamConfigError(f"MLEMU_IAM_MODE must be one of {', '.join(MODES)}, "
+                             f"not {settings.iam_mode!r}.")
+    return load(settings.iam_config) if settings.iam_config is not None else _EMPTY
+
+
+def _config(emu: Emulator) -> IamConfig:
+    return emu.policy if isinstance(emu.policy, IamConfig) else _EMPTY
+
+
+def is_role(emu: Emulator, role: str) -> bool:
+    """A predefined role or one of the config's custom roles."""
+    return _config(emu).is_role(role)
+
+
+def enforced(emu: Emulator) -> bool:
+    return bool(emu.settings.iam_mode == "enforce")
+
+
 def identify(emu: Emulator, headers: Headers) -> Caller:
     """The verified caller behind a request's headers (anonymous when IAM is off)."""
-    return ANONYMOUS
+    if not enforced(emu):
+        return ANONYMOUS
+    return identity.identify(emu.settings, _config(emu), headers)
 
 
 def denied(permission: str, resource: str) -> PermissionDenied:
     return PermissionDenied(
-        f"Permission '{permission}' denied on resource '{resource}' (or it may not exist)."
+        f"Permission '{permission}' denied on resource '{resource}' (or it may not exist).",
+        details=[{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                  "reason": "IAM_PERMISSION_DENIED", "domain": "iam.googleapis.com",
+                  "metadata": {"permission": permission, "resource": resource}}],
     )
 
 
+def granted(emu: Emulator, caller: Caller, resource: str) -> frozenset[str]:
+    """Every permission `caller` holds on `resource` (project bindings + model bindings)."""
+    config = _config(emu)
+    bindings: list[Binding] = list(config.project_bindings.get(project_of(resource) or "", ()))
+    model = model_of(resource)
+    if model is not None:
+        bindings += get_policy(emu, model).bindings
+    held: set[str] = set()
+    for binding in bindings:
+        if any(matches(member, caller, config.memberships) for member in binding.members):
+            held |= config.role_permissions(binding.role)
+    return frozenset(held)
+
+
 def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> None:
-    """Raise PermissionDenied unless `caller` holds `permission` on `resource`."""
-    if emu.settings.iam_mode == "off":
+    """Raise unless `caller` holds `permission` on `resource` (401 anonymous, 403 otherwise)."""
+    if not enforced(emu) or permission in granted(emu, caller, resource):
         return
+    if caller.is_anonymous:
+        raise identity.missing_credentials()
     raise denied(permission, resource)
 
 
+def require_authenticated(emu: Emulator, caller: Caller) -> None:
+    """For routes that name no resource (server metadata): any verified caller may use them."""
+    if enforced(emu) and caller.is_anonymous:
+        raise identity.missing_credentials()
+
+
+def held_permissions(emu: Emulator, caller: Caller, resource: str,
+                     permissions: Iterable[str]) -> list[str]:
+    """The subset of `permissions` the caller holds on `resource` (all of them when IAM is off)."""
+    wanted = list(dict.fromkeys(permissions))
+    if not enforced(emu):
+        return wanted
+    held = granted(emu, caller, resource)
+    subset = [p for p in wanted if p in held]
+    if not subset and caller.is_anonymous:
+        raise identity.missing_credentials()
+    return subset
+
+
+# --- model policies in the store (generic Store API only: any backend keeps them) --------
+
+def get_policy(emu: Emulator, model_name: str) -> Policy:
+    return policy_from_storage(emu.store.get(KIND, model_name))
+
+
+def put_policy(emu: Emulator, model_name: str, policy: Policy) -> None:
+    emu.store.put(KIND, model_name, model_name.rsplit("/models/", 1)[0], policy_to_storage(policy))
+
+
 def on_model_created(emu: Emulator, caller: Caller, model_name: str) -> None:
-    """Called by models.create: the creator gets roles/ml.modelOwner on the model (IAM issue)."""
+    """models.create: the creator gets roles/ml.modelOwner on the new model (in its transaction)."""
+    emu.store.delete(KIND, model_name)  # a model re-created under an old name starts afresh
+    if caller.principal is not None:
+        put_policy(emu, model_name, Policy([Binding(MODEL_OWNER, [caller.principal])], new_etag()))
+
+
+def on_model_deleted(emu: Emulator, model_name: str) -> None:
+    """models.delete: the model's policy goes with it (in the deleting transaction)."""
+    emu.store.delete(KIND, model_name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import auth
 import predictors
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
@@ -185,6 +186,7 @@ def delete_model_finish(emu: Emulator, task: tasks.Task, result: Any, error: Api
         error = FailedPrecondition("A model with versions cannot be deleted.")
     if error is None:
         emu.store.delete("models", task.target)
+        auth.on_model_deleted(emu, task.target)
     operations.finish(emu.store, task.name, error=error)
 
 

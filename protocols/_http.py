@@ -1,13 +1,24 @@
-"""HTTP plumbing shared by the protocol adapters: bounded body reading and JSON responses."""
+"""HTTP plumbing shared by the protocol adapters: the request's verified caller, bounded body
+reading, and JSON responses."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, request
+from flask import Response, current_app, g, request
 
+import auth
 import wirejson
-from errors import InvalidArgument
+from errors import ApiError, InvalidArgument
+from payloads import Caller
+
+
+def request_caller() -> Caller:
+    """The verified caller of the current request, identified once per request (flask.g)."""
+    caller = g.get("mlemu_caller")
+    if caller is None:
+        caller = g.mlemu_caller = auth.identify(current_app.extensions["mlemu"], request.headers)
+    return caller  # type: ignore[no-any-return]
 
 
 def payload_too_large(limit: int) -> InvalidArgument:
@@ -38,3 +49,11 @@ def decode_json(data: bytes) -> Any:
 
 def json_response(body: Any, status: int = 200) -> Response:
     return Response(wirejson.dumps(body), status=status, mimetype="application/json")
+
+
+def error_json(exc: ApiError, message: str | None = None) -> Response:
+    """`{"error": "..."}` (TF Serving, V2), with the error's headers (401's WWW-Authenticate)."""
+    response = json_response({"error": exc.message if message is None else message},
+                             exc.http_status)
+    response.headers.extend(exc.headers)
+    return response

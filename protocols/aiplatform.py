@@ -17,15 +17,14 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app
 from werkzeug.exceptions import HTTPException
 
-import auth
 import dataplane
 from api._google import check_standard_params, error_response, json_response
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from payloads import ModelRef, PredictRequest
-from protocols._http import decode_json, read_body
+from protocols._http import decode_json, read_body, request_caller
 from protocols._http import json_response as plain_json
 
 log = logging.getLogger("mlemu.aiplatform")
@@ -67,10 +66,10 @@ def encode_predictions(predictions: Any) -> Any:
 
 def _predict(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
+    caller = request_caller()
     check_standard_params()
     body = decode_json(read_body(emu.settings.max_request_bytes))
     req = decode_request(body)
-    caller = auth.identify(emu, request.headers)
     result = dataplane.predict(emu, caller, ref, req)
     return json_response({"predictions": encode_predictions(result.predictions)})
 

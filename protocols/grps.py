@@ -26,7 +26,6 @@ from flask import Blueprint, Response, current_app, request
 from google.protobuf import json_format
 from werkzeug.exceptions import HTTPException
 
-import auth
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
@@ -40,7 +39,7 @@ from protocols._grpsmsg import (
     ndarray_to_gtensors,
     ok,
 )
-from protocols._http import decode_json, read_body
+from protocols._http import decode_json, read_body, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -52,8 +51,7 @@ _BOTH = ["GET", "POST"]
 
 
 def _context() -> tuple[Emulator, Caller]:
-    emu = current_app.extensions["mlemu"]
-    return emu, auth.identify(emu, request.headers)
+    return current_app.extensions["mlemu"], request_caller()
 
 
 def to_json(message: Any) -> dict[str, Any]:
@@ -67,7 +65,9 @@ def respond(message: Any) -> Response:
 
 def error_response(exc: ApiError) -> Response:
     """grps's error shape; also used by the app's fallbacks for unknown /grps/ routes."""
-    return respond(failure(exc))
+    response = respond(failure(exc))
+    response.headers.extend(exc.headers)
+    return response
 
 
 def _flag(name: str) -> bool:

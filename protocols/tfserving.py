@@ -24,14 +24,13 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-import auth
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.tensorflow import TensorFlowPredictor
 from protocols import _tfs_metadata
 from protocols import _tfs_versions as versions
-from protocols._http import json_response, read_body
+from protocols._http import error_json, json_response, read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
 bp = Blueprint("tfserving", __name__)
@@ -86,7 +85,7 @@ def dispatch(rest: str = "") -> Response:
     if post is None and get is None:
         raise InvalidArgument(f"Malformed request: {method} {path}")
     emu = _emu()
-    caller = auth.identify(emu, request.headers)
+    caller = request_caller()
     project = emu.settings.default_project
     if get is not None:
         model, number, label, sub = get.group(1), _number(get.group(2)), get.group(3), get.group(4)
@@ -169,8 +168,7 @@ def _classify_regress(predictor: Any, body: dict[str, Any], verb: str) -> dict[s
 @bp.errorhandler(ApiError)
 def _api_error(exc: ApiError) -> Response:
     # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: ").
-    message = exc.detail if isinstance(exc, PredictionFailed) else exc.message
-    return json_response({"error": message}, exc.http_status)
+    return error_json(exc, exc.detail if isinstance(exc, PredictionFailed) else None)
 
 
 @bp.errorhandler(Exception)

@@ -32,7 +32,13 @@ import auth
 from errors import ApiError, Internal, InvalidArgument
 from payloads import Caller
 from protocols import _inference as inference
-from protocols._http import json_response, payload_too_large, read_body
+from protocols._http import (
+    error_json,
+    json_response,
+    payload_too_large,
+    read_body,
+    request_caller,
+)
 from protocols._v2codec import decode_request, encode_response, split_body
 
 if TYPE_CHECKING:
@@ -44,8 +50,7 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 
 def _context() -> tuple[Emulator, Caller]:
-    emu = current_app.extensions["mlemu"]
-    return emu, auth.identify(emu, request.headers)
+    return current_app.extensions["mlemu"], request_caller()
 
 
 def decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -83,6 +88,8 @@ def _compressed(response: Response) -> Response:
 
 @bp.get("/v2")
 def server_metadata() -> Response:
+    emu, caller = _context()
+    auth.require_authenticated(emu, caller)  # names no model: any verified caller may read it
     return json_response({"name": inference.SERVER_NAME, "version": inference.SERVER_VERSION,
                           "extensions": inference.EXTENSIONS})
 
@@ -134,7 +141,7 @@ def infer(model: str, version: str | None = None) -> Response:
 
 @bp.errorhandler(ApiError)
 def _api_error(exc: ApiError) -> Response:
-    return json_response({"error": exc.message}, exc.http_status)
+    return error_json(exc)
 
 
 @bp.errorhandler(Exception)

@@ -144,6 +144,7 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ServerMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
+        auth.require_authenticated(self.emu, self._caller(context))
         return pb.ServerMetadataResponse(name=inference.SERVER_NAME, version=inference.SERVER_VERSION,
                                          extensions=inference.EXTENSIONS)
 

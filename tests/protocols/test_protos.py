@@ -10,8 +10,9 @@ from tritonclient.grpc import service_pb2
 from protocols._generated import grpc_predict_v2_pb2, grps_pb2
 
 
-def fields(message: Any) -> dict[str, tuple[int, int, int, str]]:
-    return {f.name: (f.number, f.type, f.label, f.message_type.full_name if f.message_type else "")
+def fields(message: Any) -> dict[str, tuple[int, int, bool, str]]:
+    # is_repeated() rather than the deprecated `label` (proto3 has no required fields).
+    return {f.name: (f.number, f.type, f.is_repeated, f.message_type.full_name if f.message_type else "")
             for f in message.fields}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from settings import Settings
-from tests import modelkit
+from tests import iamkit, modelkit
 
 pytestmark = pytest.mark.slow
 
@@ -318,9 +318,18 @@ def test_iam_applies_to_tf_serving_routes(make_app: Any, tmp_path: Path) -> None
     modelkit.sklearn_model(tmp_path / "iris")
     config = modelkit.bootstrap_file(tmp_path / "b.yaml", {
         "iris": {"versions": {"v1": {"deploymentUri": str(tmp_path / "iris")}}}})
-    enforced = make_app(config, default_project="p", iam_mode="enforce")
-    assert call(enforced, "/v1/models/iris:predict", {"instances": [[1, 2, 3, 4]]}) == (403, {
+    iam = iamkit.write_config(tmp_path / "iam.yaml",
+                              {"staticTokens": {"nobody": "user:nobody@example.com"}})
+    enforced = make_app(config, default_project="p", iam_mode="enforce", iam_config=iam)
+    who = iamkit.bearer("nobody")
+    denied = enforced.post("/v1/models/iris:predict", json={"instances": [[1, 2, 3, 4]]},
+                           headers=who)
+    assert (denied.status_code, denied.get_json()) == (403, {
         "error": "Permission 'ml.models.predict' denied on resource 'projects/p/models/iris' "
                  "(or it may not exist)."})
-    assert call(enforced, "/v1/models/iris/versions/1")[0] == 403
-    assert call(enforced, "/v1/models/nope/metadata")[0] == 403  # denied before any lookup
+    assert enforced.get("/v1/models/iris/versions/1", headers=who).status_code == 403
+    assert enforced.get("/v1/models/nope/metadata", headers=who).status_code == 403  # no lookup
+    anonymous = enforced.post("/v1/models/iris:predict", json={"instances": [[1, 2, 3, 4]]})
+    assert anonymous.status_code == 401
+    assert anonymous.headers["WWW-Authenticate"] == 'Bearer realm="https://accounts.google.com/"'
+    assert anonymous.get_json()["error"].startswith("Request is missing required authentication")

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import modelkit
+from tests import iamkit, modelkit
 from tests.protocols.conftest import PROJECT
 
 
@@ -135,17 +135,27 @@ def test_bodies_over_the_message_limit_are_refused(make_app: Any, models: Any) -
 
 
 def test_permissions_are_checked_like_predict(make_app: Any, models: Any) -> None:
-    """IAM enforce mode without a grant: inference and metadata are denied, health is open."""
+    """IAM enforce mode without a grant: inference and metadata are denied (403 with
+    credentials, 401 without), health is open."""
     root, entries = models
     config = modelkit.bootstrap_file(root / "inproc.yaml", entries, project=PROJECT)
-    enforced = make_app(config, iam_mode="enforce")
+    iam = iamkit.write_config(root / "iam-nobody.yaml",
+                              {"staticTokens": {"nobody": "user:nobody@example.com"}})
+    enforced = make_app(config, iam_mode="enforce", iam_config=iam)
+    who = iamkit.bearer("nobody")
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]}
-    denied = infer(enforced, "sk", body)
+    denied = infer(enforced, "sk", body, headers=who)
     assert denied.status_code == 403
     assert "ml.models.predict" in denied.get_json()["error"]
-    assert "ml.versions.get" in enforced.get("/v2/models/sk/versions/v1").get_json()["error"]
+    assert "ml.versions.get" in enforced.get("/v2/models/sk/versions/v1",
+                                             headers=who).get_json()["error"]
+    anonymous = infer(enforced, "sk", body)
+    assert anonymous.status_code == 401 and "WWW-Authenticate" in anonymous.headers
+    assert anonymous.get_json()["error"].startswith("Request is missing required authentication")
     assert enforced.get("/v2/health/live").status_code == 200
+    assert enforced.get("/v2").status_code == 401
+    assert enforced.get("/v2", headers=who).status_code == 200
     grps = enforced.post("/grps/v1/infer/predict?model=sk-v1", data=b'{"ndarray": [[1, 2, 3, 4]]}',
-                         content_type="application/json")
+                         content_type="application/json", headers=who)
     assert grps.status_code == 403
     assert "ml.versions.predict" in grps.get_json()["status"]["msg"]

@@ -14,7 +14,7 @@ from controlplane import listing
 from errors import InvalidArgument
 from registry import owners, tasks
 from registry.resources import Operation, Version
-from tests import modelkit
+from tests import iamkit, modelkit
 from tests.clients.mlclient import GATE_PREDICTOR, wait_for_file
 
 M = "/v1/projects/p/models"
@@ -37,17 +37,25 @@ def _model_with_version(client: Any, tmp_path: Path, model: str = "m") -> None:
     assert _wait(client, op)["response"]["state"] == "READY"
 
 
-def test_enforce_mode_denies_before_any_lookup(make_app: Any) -> None:
-    client = make_app(iam_mode="enforce")
+def test_enforce_mode_denies_before_any_lookup(make_app: Any, tmp_path: Path) -> None:
+    """A verified caller without grants gets 403 on every method, whether or not the resource
+    exists; a caller without credentials gets 401."""
+    config = iamkit.write_config(tmp_path / "iam.yaml",
+                                 {"staticTokens": {"nobody-token": "user:nobody@example.com"}})
+    client = make_app(iam_mode="enforce", iam_config=config)
     calls = [("get", f"{M}/ghost"), ("post", M), ("get", M), ("patch", f"{M}/ghost"),
              ("delete", f"{M}/ghost"), ("post", f"{M}/ghost/versions"),
              ("get", f"{M}/ghost/versions/v"), ("post", f"{M}/ghost/versions/v:setDefault"),
              ("get", "/v1/projects/p/operations/x"), ("post", "/v1/projects/p/operations/x:cancel"),
              ("get", "/v1/projects/p/operations"), ("get", "/v1/projects/p:getConfig")]
     for method, path in calls:
-        resp = getattr(client, method)(path, json={"name": "ghost"})
+        resp = getattr(client, method)(path, json={"name": "ghost"},
+                                       headers=iamkit.bearer("nobody-token"))
         assert resp.status_code == 403, (method, path, resp.json)
         assert resp.json["error"]["status"] == "PERMISSION_DENIED"
+        anonymous = getattr(client, method)(path, json={"name": "ghost"})
+        assert anonymous.status_code == 401, (method, path, anonymous.json)
+        assert anonymous.json["error"]["status"] == "UNAUTHENTICATED"
 
 
 def test_operation_in_progress_blocks_changes_and_cancel_reverts(make_app: Any, tmp_path: Path) -> None:

@@ -1,0 +1,41 @@
+"""ml v1 IAM methods on models over HTTP (https://cloud.google.com/ai-platform/prediction/docs/
+reference/rest/v1/projects.models/getIamPolicy, setIamPolicy, testIamPermissions).
+
+Routes:
+  GET  /v1/projects/{project}/models/{model}:getIamPolicy       (options.requestedPolicyVersion)
+  POST /v1/projects/{project}/models/{model}:setIamPolicy       {"policy": {...}, "updateMask"}
+  POST /v1/projects/{project}/models/{model}:testIamPermissions {"permissions": [...]}
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from api._google import json_response
+from api._requests import body, context, int_arg, use_id_converter
+from controlplane import iam
+
+bp = Blueprint("ml_iam", __name__)
+use_id_converter(bp)
+RESOURCE = "/v1/projects/<project>/models/<id:model>"
+
+
+@bp.get(RESOURCE + ":getIamPolicy")
+def get_iam_policy(project: str, model: str) -> Response:
+    emu, caller = context()
+    return json_response(iam.get_iam_policy(emu, caller, f"projects/{project}/models/{model}",
+                                            int_arg("options.requestedPolicyVersion")))
+
+
+@bp.post(RESOURCE + ":setIamPolicy")
+def set_iam_policy(project: str, model: str) -> Response:
+    emu, caller = context()
+    return json_response(iam.set_iam_policy(emu, caller, f"projects/{project}/models/{model}",
+                                            body()))
+
+
+@bp.post(RESOURCE + ":testIamPermissions")
+def test_iam_permissions(project: str, model: str) -> Response:
+    emu, caller = context()
+    return json_response(iam.test_iam_permissions(emu, caller,
+                                                  f"projects/{project}/models/{model}", body()))
