@@ -31,10 +31,11 @@ class Plan:
     cold_starts: int
     big_repeats: int
     floor_repeats: int
+    ab_rounds: int  # alternating runs of batched and unbatched mlemu (RandomForest, c=1)
 
     @classmethod
     def of(cls, quick: bool) -> Plan:
-        return cls(3, 1, 1, 3, 5) if quick else cls(12, 3, 3, 7, 15)
+        return cls(3, 1, 1, 3, 5, 4) if quick else cls(12, 3, 3, 7, 15, 10)
 
 
 class Bench:
@@ -117,7 +118,8 @@ class Bench:
             figures[str(n)] = measure.big_request(
                 server.url(name), server.body(self.big[n]), server.predictions,
                 self.want_big[name, n], self.plan.big_repeats, label)
-            self.log(f"{label}: {figures[str(n)]['median_s'] * 1e3:.1f} ms")
+            self.log(f"{label}: best {figures[str(n)]['min_s'] * 1e3:.1f} ms, median "
+                     f"{figures[str(n)]['median_s'] * 1e3:.1f} ms")
         return figures
 
     def run_server(self, name: str) -> dict[str, Any]:
@@ -133,11 +135,42 @@ class Bench:
             for model in server.models:
                 result["load"][model] = self.load(server, model)
                 if server.full and model in models.PEER_MODELS:
+                    time.sleep(2)  # let the server finish the requests still queued from wrk
                     result["big"][model] = self.big_requests(server, model)
             result["memory_after_load"] = measure.memory(proc.pid)
         finally:
             measure.stop(proc)
         return result
+
+    def ab_forest_c1(self) -> dict[str, Any]:
+        """RandomForest at c=1, batched and unbatched mlemu side by side, taking turns."""
+        servers = [SERVERS["mlemu"](self.out), SERVERS["mlemu-unbatched"](self.out)]
+        procs = []
+        try:
+            for server in servers:
+                procs.append(self.start(server, ("forest",), "ab")[0])
+            p50s: dict[str, list[float]] = {s.name: [] for s in servers}
+            for server in servers:
+                body = self.out / "bodies" / f"{server.name}-forest.json"
+                body.parent.mkdir(parents=True, exist_ok=True)
+                body.write_bytes(server.body(self.rows[:1]))
+                measure.wrk(server.url("forest"), body, server.field, 1, self.plan.warmup)
+            for _ in range(self.plan.ab_rounds):
+                for server in servers:
+                    body = self.out / "bodies" / f"{server.name}-forest.json"
+                    result = measure.wrk(server.url("forest"), body, server.field, 1,
+                                         max(2.0, self.plan.seconds / 4))
+                    if measure.check_wrk(result, self.want["forest"][:1], server.name):
+                        raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
+                    p50s[server.name].append(result["p50_us"])
+        finally:
+            for proc in procs:
+                measure.stop(proc)
+        out = {"batched_p50_us": statistics.median(p50s["mlemu"]),
+               "unbatched_p50_us": statistics.median(p50s["mlemu-unbatched"]), "runs": p50s}
+        self.log(f"forest c=1 p50 batched {out['batched_p50_us'] / 1e3:.2f} ms, unbatched "
+                 f"{out['unbatched_p50_us'] / 1e3:.2f} ms")
+        return out
 
     def floors(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -173,6 +206,12 @@ def main() -> None:
         except Exception as exc:  # one broken peer must not lose the others' figures
             traceback.print_exc()
             results["servers"][name] = {"failed": f"{type(exc).__name__}: {exc}"}
+    if "mlemu" in names and "mlemu-unbatched" in names:
+        bench.log("== RandomForest c=1, batched and unbatched mlemu taking turns")
+        try:
+            results["ab_forest_c1"] = bench.ab_forest_c1()
+        except Exception:
+            traceback.print_exc()
     results["elapsed_s"] = time.time() - started
     raw = args.out / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     raw.write_text(json.dumps(results, indent=1))

@@ -154,7 +154,9 @@ def check_distinct(url_body: Callable[[list[Any]], tuple[str, bytes]],
 
 def big_request(url: str, body: bytes, read: Callable[[Any], list[Any]], want: list[Any],
                 repeats: int, label: str) -> dict[str, float]:
-    """Latency of one large request (median and min of `repeats`, after one unmeasured run)."""
+    """Latency of one large request: best and median of `repeats`, after one unmeasured run.
+
+    The best run is the figure compared (other work on the machine only ever adds time)."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
     times = []

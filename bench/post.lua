@@ -1,7 +1,8 @@
 -- wrk script: POST one JSON body (file $BENCH_BODY) and check every response.
 -- Each thread keeps the predictions array (field $BENCH_FIELD) of its first 200 answer and counts
--- answers whose predictions differ from it, and answers that are not 200; done() prints one
--- "BENCH_JSON {...}" line the harness parses and checks against the in-process prediction.
+-- answers whose predictions differ from it (numbers compared to 1e-6 relative: a batched float32
+-- matrix product may round the last bit differently), and answers that are not 200; done() prints
+-- one "BENCH_JSON {...}" line the harness parses and checks against the in-process prediction.
 local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
 wrk.method = "POST"
 wrk.body = f:read("*a")
@@ -21,6 +22,28 @@ function init(args)
   answers = 0
 end
 
+local function numbers(text)
+  local out = {}
+  for token in string.gmatch(text, "[^%[%],%s]+") do
+    table.insert(out, tonumber(token) or token)
+  end
+  return out
+end
+
+local function close(a, b)
+  local x, y = numbers(a), numbers(b)
+  if #x ~= #y then return false end
+  for i = 1, #x do
+    local u, v = x[i], y[i]
+    if type(u) == "number" and type(v) == "number" then
+      if math.abs(u - v) > 1e-6 * math.max(1, math.abs(v)) then return false end
+    elseif u ~= v then
+      return false
+    end
+  end
+  return true
+end
+
 function response(status, headers, body)
   answers = answers + 1
   if status ~= 200 then
@@ -32,7 +55,7 @@ function response(status, headers, body)
     mismatches = mismatches + 1
   elseif first == nil then
     first = got
-  elseif got ~= first then
+  elseif got ~= first and not close(got, first) then
     mismatches = mismatches + 1
   end
 end

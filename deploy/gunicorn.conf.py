@@ -2,10 +2,12 @@
 
 Workers are threads-in-processes (gthread): model calls release the GIL for most of their time,
 and processes give the rest of the request path real parallelism. The app is not preloaded: each
-worker opens the store and imports its frameworks after the fork (OpenMP and BLAS thread pools
-must not be forked).
+worker opens the store after the fork. The master imports only the thread-free scikit-learn and
+XGBoost modules the bootstrap file needs (predictors/preload.py); OpenMP, BLAS and TensorFlow
+thread pools start in the workers, never before a fork.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -32,3 +34,10 @@ loglevel = _settings.log_level
 accesslog = None
 errorlog = "-"
 proc_name = "mlemu"
+
+# Import the frameworks of the bootstrap file's versions here, in the master, before the workers
+# fork: they start faster and share that memory. predictors/preload.py says why this is fork-safe.
+from predictors.preload import preload  # noqa: E402 - needs sys.path above
+from registry.bootstrap import frameworks  # noqa: E402
+
+preload(frameworks(_settings.config_file), os.environ)

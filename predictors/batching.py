@@ -14,6 +14,11 @@ for 8 rows as for 1), so under concurrent load merging requests multiplies throu
   batch runs again alone, so a bad request gets its own error and the others their predictions.
 - Requests with their own parameters, with rows of differing layouts, or with `max_instances`
   instances or more are never merged (they run as they come).
+- Merging costs a thread handoff per request (some tens of microseconds under the GIL). For a
+  model whose lone call takes less than `min_call_s` (a linear model: a few hundred microseconds)
+  that costs more than it saves, so calls run straight through, concurrently, as without batching.
+  The lone-call time is measured as the server runs (a moving average), so batching engages by
+  itself for costly models (a 100-tree forest: milliseconds) and stays out of the way of cheap ones.
 
 Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
 the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
@@ -23,6 +28,7 @@ One call at a time runs per predictor and process; parallelism comes from the wo
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +38,10 @@ PredictFn = Callable[[list[Any]], Any]
 
 #: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
 DEFAULT_MAX_INSTANCES = 64
+#: Lone calls faster than this are not worth merging (see the module docstring).
+DEFAULT_MIN_CALL_S = 0.002
+#: Weight of the newest lone-call duration in the moving average.
+_EMA_WEIGHT = 0.2
 
 _SCALARS = (int, float, str, bool)
 _PENDING: Any = object()
@@ -69,7 +79,9 @@ class _Call:
     def __init__(self, instances: list[Any], key: tuple[Any, ...]) -> None:
         self.instances = instances
         self.key = key
-        self.done = threading.Event()
+        # A plain lock as a one-shot signal: cheaper than an Event (a Condition plus a lock).
+        self.done = threading.Lock()
+        self.done.acquire()
         self.result: Any = _PENDING
         self.error: BaseException | None = None
         #: Set when this call's thread is chosen to run the next batch (which includes itself).
@@ -79,9 +91,14 @@ class _Call:
 class Batcher:
     """Merges concurrent `predict(instances)` calls to one predict function (see module doc)."""
 
-    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES) -> None:
+    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES,
+                 min_call_s: float = DEFAULT_MIN_CALL_S) -> None:
         self._predict = predict
         self.max_instances = max_instances
+        self.min_call_s = min_call_s
+        #: Moving average of lone-call durations (seconds); None until one is measured.
+        self.lone_call_s: float | None = None
+        self._running = 0  # lone calls in flight (more than one only for cheap models)
         self._lock = threading.Lock()
         self._busy = False
         self._queue: deque[_Call] = deque()
@@ -92,6 +109,9 @@ class Batcher:
         key = layout(instances) if 0 < len(instances) < self.max_instances else None
         if key is None:
             return self._predict(instances)
+        cheap = self.lone_call_s is not None and self.lone_call_s < self.min_call_s
+        if cheap and not self._busy:
+            return self._timed(instances)
         with self._lock:
             if self._busy:
                 call: _Call | None = _Call(instances, key)
@@ -101,10 +121,10 @@ class Batcher:
                 call = None
         if call is None:  # idle: straight through
             try:
-                return self._predict(instances)
+                return self._timed(instances)
             finally:
                 self._hand_off()
-        call.done.wait()
+        call.done.acquire()
         if call.batch is not None:
             try:
                 self._run(call.batch)
@@ -113,6 +133,22 @@ class Batcher:
         if call.error is not None:
             raise call.error
         return call.result
+
+    def _timed(self, instances: list[Any]) -> Any:
+        """Run one request's call; if no other call of this batcher ran meanwhile, time it."""
+        self._running += 1  # racy without the GIL: it only steers the estimate
+        alone = self._running == 1
+        start = time.perf_counter()
+        try:
+            result = self._predict(instances)
+        finally:
+            self._running -= 1
+        elapsed = time.perf_counter() - start
+        if not alone or self._running:
+            return result
+        last = self.lone_call_s
+        self.lone_call_s = elapsed if last is None else last + _EMA_WEIGHT * (elapsed - last)
+        return result
 
     def _hand_off(self) -> None:
         """After a call: pick the next batch from the queue and wake its first thread to run it."""
@@ -131,7 +167,7 @@ class Batcher:
                     rest.append(call)  # keeps its place for the next round
             self._queue = rest
         head.batch = batch
-        head.done.set()
+        head.done.release()
 
     def _run(self, batch: list[_Call]) -> None:
         try:
@@ -146,7 +182,7 @@ class Batcher:
             for call in batch[1:]:  # batch[0] is this thread's own call
                 if call.result is _PENDING and call.error is None:
                     call.error = RuntimeError("the batch this request was part of did not run")
-                call.done.set()
+                call.done.release()
 
     def _run_merged(self, batch: list[_Call]) -> bool:
         merged = [row for call in batch for row in call.instances]
