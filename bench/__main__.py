@@ -184,7 +184,7 @@ class Bench:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short runs (under 5 minutes)")
-    parser.add_argument("--servers", default="mlemu,mlemu-unbatched,mlserver,kserve")
+    parser.add_argument("--servers", default="mlemu,mlemu-unbatched,mlemu-xgb-allthreads,mlserver,kserve")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args()
@@ -199,6 +199,7 @@ def main() -> None:
                                "environment": report.environment(names), "servers": {}}
     bench.log("in-process floor")
     results["floor"] = bench.floors()
+    results["levers"] = models.levers(bench.dirs["logreg"], bench.big[10000])
     for name in names:
         bench.log(f"== {name}")
         try:

@@ -170,3 +170,49 @@ def tf_reference(model_dir: Path, rows: list[list[float]]) -> list[float]:
     out = subprocess.run([sys.executable, "-c", TF_REFERENCE, str(model_dir)], check=True,
                          input=json.dumps(rows), capture_output=True, text=True, timeout=300)
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def levers(model_dir: Path, rows: list[list[float]]) -> dict[str, float]:
+    """In-process before/after of two levers (best of 15, seconds).
+
+    - JSON: the standard library's json against wirejson (orjson) for the 10,000-instance body.
+    - Serving-version lookup: a full store read against the per-thread cache behind the store's
+      change token (registry/lookup.py), for one version in a fresh SQLite store.
+    """
+    import json
+    import tempfile
+
+    import wirejson
+    from payloads import ModelRef
+    from registry import lookup
+    from registry.resources import Model, Version
+    from registry.store import SqliteStore
+
+    body = json.dumps({"instances": rows}).encode()
+
+    def best(fn: Callable[[], Any], n: int = 15) -> float:
+        fn()
+        runs = []
+        for _ in range(n):
+            start = time.perf_counter()
+            fn()
+            runs.append(time.perf_counter() - start)
+        return min(runs)
+
+    out = {"json_stdlib_decode_s": best(lambda: json.loads(body)),
+           "json_wirejson_decode_s": best(lambda: wirejson.loads(body))}
+    answer = {"predictions": [0.5] * len(rows)}
+    out["json_stdlib_encode_s"] = best(lambda: json.dumps(answer).encode())
+    out["json_wirejson_encode_s"] = best(lambda: wirejson.dumps(answer))
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore(Path(tmp) / "db.sqlite3")
+        store.put_model(Model(name="projects/p/models/m", default_version="v1"))
+        store.put_version(Version(name="projects/p/models/m/versions/v1", deployment_uri=str(model_dir),
+                                  state="READY"))
+        ref = ModelRef("p", "m")
+        out["lookup_store_read_s"] = best(lambda: [lookup._serving_version(store, ref)
+                                                   for _ in range(1000)]) / 1000
+        out["lookup_cached_s"] = best(lambda: [lookup.serving_version(store, ref)
+                                               for _ in range(1000)]) / 1000
+        store.close()
+    return out

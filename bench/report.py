@@ -96,6 +96,16 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
             if model_s is not None:
                 out.append((f"{model} {n} instances: model call alone ms", False, {},
                             model_s * 1e3))
+    levers = results.get("levers", {})
+    for label, before, after, scale in (
+            ("lever JSON decode 10,000 instances ms (stdlib -> orjson)", "json_stdlib_decode_s",
+             "json_wirejson_decode_s", 1e3),
+            ("lever JSON encode 10,000 predictions ms (stdlib -> orjson)", "json_stdlib_encode_s",
+             "json_wirejson_encode_s", 1e3),
+            ("lever serving-version lookup us (store read -> cached)", "lookup_store_read_s",
+             "lookup_cached_s", 1e6)):
+        if before in levers:
+            out.append((label, False, {"mlemu": levers[after] * scale}, levers[before] * scale))
     add("cold start, one sklearn model s", False, ("cold_start_s",))
     add("idle PSS, one sklearn model MiB", False, ("idle_one_sklearn_model", "pss_mib"))
     add("idle RSS, one sklearn model MiB", False, ("idle_one_sklearn_model", "rss_mib"))

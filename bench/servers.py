@@ -113,6 +113,21 @@ class MlemuUnbatched(Mlemu):
         return "as mlemu, with MLEMU_BATCH_MAX_INSTANCES=0 (adaptive batching off)"
 
 
+class MlemuXgbAllThreads(Mlemu):
+    """mlemu with XGBoost's own thread default (all cores per call): the thread policy's before."""
+
+    name = "mlemu-xgb-allthreads"
+    models = ("xgb",)
+    full = False
+
+    def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+        argv, env = super().command(model_dirs)
+        return argv, {**env, "MLEMU_XGBOOST_NTHREAD": "0"}
+
+    def settings(self) -> str:
+        return "as mlemu, with MLEMU_XGBOOST_NTHREAD=0 (XGBoost's default: all cores per call)"
+
+
 class MLServer(Server):
     name = "mlserver"
     field = "data"
@@ -168,4 +183,5 @@ class KServe(Server):
 
 
 SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-unbatched": MlemuUnbatched,
+                                    "mlemu-xgb-allthreads": MlemuXgbAllThreads,
                                     "mlserver": MLServer, "kserve": KServe}
