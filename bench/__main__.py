@@ -1,8 +1,10 @@
 """`python -m bench [--quick]`: mlemu, Seldon MLServer and KServe side by side (see README.md).
 
-Servers run one after another on the same model files and request bodies, loaded by wrk from
-127.0.0.1 for a bounded time. Every answer is checked against the in-process prediction. Writes
-bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the ratio table.
+All servers run at once on the same model files and request bodies; each scenario loads each
+server in turn (wrk from 127.0.0.1, bounded in time), so drifting load on a shared machine hits
+all of them alike. Cold starts run one server at a time. Every answer is checked against the
+in-process prediction. Writes bench/results/results-<time>.json (raw) and bench/RESULTS.md, and
+prints the ratio table.
 """
 
 from __future__ import annotations
@@ -92,24 +94,19 @@ class Bench:
         return {"cold_start_s": statistics.median(times), "cold_start_runs_s": times,
                 "idle_one_sklearn_model": idle}
 
-    def load(self, server: Server, name: str) -> dict[str, Any]:
+    def one_load(self, server: Server, name: str, c: int) -> dict[str, Any]:
         body = self.out / "bodies" / f"{server.name}-{name}.json"
         body.parent.mkdir(parents=True, exist_ok=True)
         body.write_bytes(server.body(self.rows[:1]))
-        figures: dict[str, Any] = {}
-        for c in CONCURRENCY:
-            label = f"{server.name}/{name}/c={c}"
-            measure.wrk(server.url(name), body, server.field, c, self.plan.warmup)
-            result = measure.wrk(server.url(name), body, server.field, c, self.plan.seconds)
-            result["errors"] = measure.check_wrk(result, self.want[name][:1], label)
-            result.pop("firsts")
-            figures[f"c{c}"] = result
-            self.log(f"{label}: {result['rps']:.0f} rps, p50 {result['p50_us'] / 1e3:.2f} ms, "
-                     f"p99 {result['p99_us'] / 1e3:.2f} ms, errors {result['errors']}")
-        measure.check_distinct(lambda rows: (server.url(name), server.body(rows)),
-                               server.predictions, self.rows, self.want[name],
-                               f"{server.name}/{name}/distinct rows")
-        return figures
+        label = f"{server.name}/{name}/c={c}"
+        measure.wrk(server.url(name), body, server.field, c, self.plan.warmup)
+        result = measure.wrk(server.url(name), body, server.field, c, self.plan.seconds)
+        result["errors"] = measure.check_wrk(result, self.want[name][:1], label)
+        result.pop("firsts")
+        self.log(f"{label}: {result['rps']:.0f} rps, p50 {result['p50_us'] / 1e3:.2f} ms, "
+                 f"p99 {result['p99_us'] / 1e3:.2f} ms, errors {result['errors']}")
+        time.sleep(1)  # the server finishes what wrk left queued before the next one is loaded
+        return result
 
     def big_requests(self, server: Server, name: str) -> dict[str, Any]:
         figures = {}
@@ -122,25 +119,49 @@ class Bench:
                      f"{figures[str(n)]['median_s'] * 1e3:.1f} ms")
         return figures
 
-    def run_server(self, name: str) -> dict[str, Any]:
-        server = SERVERS[name](self.out)
-        result: dict[str, Any] = {"settings": server.settings()}
-        if server.full:
-            result.update(self.cold_start(server))
-        proc, _ = self.start(server, server.models, "main")
+    def run_all(self, results: dict[str, Any]) -> None:
+        """Every server up at once (idle ones take no CPU); each scenario runs on each server in
+        turn, the order rotating, so drifting load on a shared machine hits all of them alike."""
+        running: list[tuple[Server, Any]] = []
         try:
+            for name in self.names:
+                server = SERVERS[name](self.out)
+                res = results["servers"][name]
+                if "failed" in res:
+                    continue
+                try:
+                    proc, _ = self.start(server, server.models, "main")
+                except Exception as exc:
+                    traceback.print_exc()
+                    res["failed"] = f"{type(exc).__name__}: {exc}"
+                    continue
+                running.append((server, proc))
+                res["load"], res["big"] = {}, {}
             time.sleep(2)
-            result["memory_idle_all_models"] = measure.memory(proc.pid)
-            result["load"], result["big"] = {}, {}
-            for model in server.models:
-                result["load"][model] = self.load(server, model)
-                if server.full and model in models.PEER_MODELS:
-                    time.sleep(2)  # let the server finish the requests still queued from wrk
-                    result["big"][model] = self.big_requests(server, model)
-            result["memory_after_load"] = measure.memory(proc.pid)
+            for server, proc in running:
+                results["servers"][server.name]["memory_idle_all_models"] = measure.memory(proc.pid)
+            turn = 0
+            for model in models.MODELS:
+                serving = [sp for sp in running if model in sp[0].models]
+                for c in CONCURRENCY:
+                    turn += 1
+                    for server, _ in serving[turn % len(serving):] + serving[:turn % len(serving)]:
+                        load = results["servers"][server.name]["load"].setdefault(model, {})
+                        load[f"c{c}"] = self.one_load(server, model, c)
+                for server, _ in serving:
+                    measure.check_distinct(lambda rows, s=server, m=model: (s.url(m), s.body(rows)),
+                                           server.predictions, self.rows, self.want[model],
+                                           f"{server.name}/{model}/distinct rows")
+                if model in models.PEER_MODELS:
+                    for server, _ in serving:
+                        if server.full:
+                            results["servers"][server.name]["big"][model] = \
+                                self.big_requests(server, model)
+            for server, proc in running:
+                results["servers"][server.name]["memory_after_load"] = measure.memory(proc.pid)
         finally:
-            measure.stop(proc)
-        return result
+            for _, proc in running:
+                measure.stop(proc)
 
     def ab_forest_c1(self) -> dict[str, Any]:
         """RandomForest at c=1, batched and unbatched mlemu side by side, taking turns."""
@@ -201,12 +222,18 @@ def main() -> None:
     results["floor"] = bench.floors()
     results["levers"] = models.levers(bench.dirs["logreg"], bench.big[10000])
     for name in names:
-        bench.log(f"== {name}")
+        server = SERVERS[name](args.out)
+        results["servers"][name] = {"settings": server.settings()}
+        if not server.full:
+            continue
+        bench.log(f"== cold start: {name}")
         try:
-            results["servers"][name] = bench.run_server(name)
+            results["servers"][name].update(bench.cold_start(server))
         except Exception as exc:  # one broken peer must not lose the others' figures
             traceback.print_exc()
-            results["servers"][name] = {"failed": f"{type(exc).__name__}: {exc}"}
+            results["servers"][name]["failed"] = f"{type(exc).__name__}: {exc}"
+    bench.log("== load, every server up, scenarios in turn")
+    bench.run_all(results)
     if "mlemu" in names and "mlemu-unbatched" in names:
         bench.log("== RandomForest c=1, batched and unbatched mlemu taking turns")
         try:
