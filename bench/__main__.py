@@ -142,7 +142,7 @@ class Bench:
                 results["servers"][server.name]["memory_idle_all_models"] = measure.memory(proc.pid)
             turn = 0
             for model in models.MODELS:
-                serving = [sp for sp in running if model in sp[0].models]
+                serving = [sp for sp in running if model in (sp[0].measured or sp[0].models)]
                 for c in CONCURRENCY:
                     turn += 1
                     for server, _ in serving[turn % len(serving):] + serving[:turn % len(serving)]:

@@ -40,6 +40,8 @@ class Server:
     models: tuple[str, ...] = ("logreg", "forest", "xgb")
     #: False: only the load runs (a variant measuring one lever, not a server of its own).
     full = True
+    #: Models whose load scenarios run on this server (default: all it serves).
+    measured: tuple[str, ...] = ()
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -102,7 +104,7 @@ class MlemuUnbatched(Mlemu):
     """mlemu with adaptive batching off: the before/after of that lever."""
 
     name = "mlemu-unbatched"
-    models = ("logreg", "forest")
+    measured = ("logreg", "forest")  # serves what mlemu serves: same process, one lever changed
     full = False
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
@@ -117,7 +119,7 @@ class MlemuXgbAllThreads(Mlemu):
     """mlemu with XGBoost's own thread default (all cores per call): the thread policy's before."""
 
     name = "mlemu-xgb-allthreads"
-    models = ("xgb",)
+    measured = ("xgb",)
     full = False
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
