@@ -37,7 +37,7 @@ class Plan:
 
     @classmethod
     def of(cls, quick: bool) -> Plan:
-        return cls(3, 1, 1, 3, 5, 4) if quick else cls(12, 3, 3, 7, 15, 10)
+        return cls(2, 1, 1, 3, 5, 4) if quick else cls(12, 3, 3, 7, 15, 10)
 
 
 class Bench:
@@ -205,12 +205,18 @@ class Bench:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short runs (under 5 minutes)")
-    parser.add_argument("--servers", default="mlemu,mlemu-unbatched,mlemu-xgb-allthreads,mlserver,kserve")
+    parser.add_argument("--servers", help="comma-separated; default: all (quick: without the "
+                        "mlemu-* lever variants)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args()
-    names = [n for n in args.servers.split(",") if n]
+    default = "mlemu,mlemu-unbatched,mlemu-xgb-allthreads,mlserver,kserve"
+    if args.quick:
+        default = "mlemu,mlserver,kserve"
+    names = [n for n in (args.servers or default).split(",") if n]
     for name in names:
+        if name not in SERVERS:
+            parser.error(f"unknown server {name!r}; known: {', '.join(SERVERS)}")
         if not name.startswith("mlemu") and not (VENVS / name / "bin").is_dir():
             parser.error(f"{VENVS / name} is missing: run `make bench` (it installs the peers)")
     started = time.time()
@@ -234,7 +240,7 @@ def main() -> None:
             results["servers"][name]["failed"] = f"{type(exc).__name__}: {exc}"
     bench.log("== load, every server up, scenarios in turn")
     bench.run_all(results)
-    if "mlemu" in names and "mlemu-unbatched" in names:
+    if "mlemu" in names:
         bench.log("== RandomForest c=1, batched and unbatched mlemu taking turns")
         try:
             results["ab_forest_c1"] = bench.ab_forest_c1()
