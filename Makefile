@@ -33,7 +33,7 @@ serve: demo
 test: venv
 	$(PY) -m pytest
 
-# Benchmark (bench/README.md): peers in their own virtualenvs, wrk from Debian.
+# Benchmark (README "Performance"): peers in their own virtualenvs, wrk from Debian.
 BENCH_VENVS := bench/.venvs
 bench-deps: venv $(BENCH_VENVS)/mlserver/.installed $(BENCH_VENVS)/kserve/.installed
 	@command -v wrk >/dev/null || { apt-get update && apt-get install -y wrk; }

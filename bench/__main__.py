@@ -1,4 +1,4 @@
-"""`python -m bench [--quick]`: mlemu, Seldon MLServer and KServe side by side (see README.md).
+"""`python -m bench [--quick]`: mlemu, Seldon MLServer and KServe side by side (README "Performance").
 
 All servers run at once on the same model files and request bodies; each scenario loads each
 server in turn (wrk from 127.0.0.1, bounded in time), so drifting load on a shared machine hits

@@ -22,7 +22,8 @@ for 8 rows as for 1), so under concurrent load merging requests multiplies throu
 
 Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
 the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
-One call at a time runs per predictor and process; parallelism comes from the worker processes.
+For costly models one call at a time runs per predictor and process (parallelism comes from the
+worker processes); the requests waiting behind it form the next batch.
 """
 
 from __future__ import annotations
