@@ -52,6 +52,19 @@ bench-quick: bench-deps
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/hadolint deploy/Dockerfile
+
+# Container image, built without a Docker engine (buildah, chroot isolation, vfs storage; see
+# deploy/build_image.sh). WITH_TENSORFLOW=false builds the small scikit-learn/XGBoost image
+# (localhost/mlemu:slim) instead of localhost/mlemu:latest. Neither target is part of `make test`.
+WITH_TENSORFLOW ?= true
+IMAGE ?= localhost/mlemu:$(if $(filter false,$(WITH_TENSORFLOW)),slim,latest)
+
+image:
+	WITH_TENSORFLOW=$(WITH_TENSORFLOW) IMAGE=$(IMAGE) bash deploy/build_image.sh
+
+image-test:
+	bash deploy/image_test.sh $(IMAGE)
 
 clean:
 	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache protocols/_generated

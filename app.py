@@ -7,6 +7,7 @@ this module for the CLI neither opens the store nor loads a model.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -42,6 +43,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
+    if settings.vertex is not None:  # first: Vertex AI's routes win over any route they shadow
+        from protocols.vertex import make_blueprint as vertex_blueprint
+
+        flask_app.register_blueprint(vertex_blueprint(settings))
     for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
@@ -73,8 +78,8 @@ main.add_command(versions_cli)  # `versions create|list|set-default|delete`
               help="Bootstrap YAML of projects, models and versions to serve.")
 @click.option("--host", help="Interface to listen on (default 127.0.0.1; 0.0.0.0 in containers).")
 @click.option("--port", type=int, help="HTTP port (default 8080, or $PORT).")
-@click.option("--workers", type=int, help="gunicorn worker processes (default 2).")
-@click.option("--threads", type=int, help="Threads per worker (default 8).")
+@click.option("--workers", type=int, help="gunicorn worker processes (default: one per CPU).")
+@click.option("--threads", type=int, help="Threads per worker (default: 16 in all, at least 4 each).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
 @click.option("--grpc-port", type=int,
               help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
@@ -105,6 +110,12 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
         config_file=settings.config_file.resolve() if settings.config_file else None,
         iam_config=settings.iam_config.resolve() if settings.iam_config else None,
     )
+    if settings.vertex is not None:
+        vertex = settings.vertex
+        settings = settings.replace(vertex=dataclasses.replace(
+            vertex, storage_uri=_absolute(vertex.storage_uri),
+            package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
+    _check_store(settings)
     env = {**os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -117,6 +128,21 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
     os.execve(sys.executable, argv, env)
 
 
+def _absolute(uri: str) -> str:
+    """A local path made absolute (gunicorn changes directory); URIs unchanged."""
+    return uri if "://" in uri else str(Path(uri).resolve())
+def _check_store(settings: Settings) -> None:
+    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
+    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    from errors import ApiError
+    from registry.store import open_store
+
+    try:
+        open_store(settings.database_url, settings.state_dir).close()
+    except (ValueError, ApiError) as exc:
+        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
+
+
 @main.command()
 @click.option("--model-dir", required=True, type=click.Path(file_okay=False, exists=True),
               help="Local directory with the model file(s).")
@@ -126,7 +152,7 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
                                                case_sensitive=False),
               help="Framework (detected from the model file when omitted).")
 @click.option("--prediction-class", help="module.Class of a custom predictor.")
-@click.option("--package-uris", help="Comma-separated packages for --prediction-class.")
+@click.option("--package-uris", help="Comma-separated packages (paths, gs:// URIs) for --prediction-class.")
 def predict(model_dir: str, json_instances: Any, framework: str | None,
             prediction_class: str | None, package_uris: str | None) -> None:
     """Predict locally without a server (like `gcloud ai-platform local predict`).
@@ -139,13 +165,15 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
     import wirejson
     from errors import ApiError
     from registry import artifacts
+    from registry.gcs import GcsCache
 
     instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
     if not instances:
         raise click.UsageError("--json-instances holds no instances.")
     try:
         with tempfile.TemporaryDirectory() as cache:
-            roots = [artifacts.unpack_package(artifacts.resolve_uri(u), Path(cache))
+            gcs = GcsCache(Path(cache) / "gcs", Settings.from_env().storage_emulator_host)
+            roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), Path(cache))
                      for u in (package_uris or "").split(",") if u]
             predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)
             result = predictor.predict(instances)

@@ -10,12 +10,15 @@ import dataclasses
 import logging
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import auth
 import predictors
 from errors import ApiError
-from registry import bootstrap
+from registry import bootstrap, names
 from registry.deployments import Deployments
+from registry.gcs import GcsCache
 from registry.resources import Version
 from registry.store import Store, open_store
 from registry.tasks import TaskRunner
@@ -50,10 +53,13 @@ class Emulator:
                 if version is None or version.state != "READY":
                     continue
                 try:
-                    self.deployments.get(version)
+                    predictor = self.deployments.get(version)
                 except ApiError as exc:
                     log.warning("could not load %s: %s", name, exc.message)
                     self._mark_failed(version, exc.message)
+                else:
+                    if not version.framework and not version.prediction_class:
+                        self._set_framework(version, predictor.framework)
         finally:
             self.warmed.set()
 
@@ -64,8 +70,54 @@ class Emulator:
                 current.state, current.error_message = "FAILED", message
                 self.store.put_version(current)
 
+    def _set_framework(self, version: Version, framework: str) -> None:
+        """Record the framework a load detected (gs:// bootstrap versions are not inspected
+        before warm-up downloads them)."""
+        with self.store.transaction():
+            current = self.store.get_version(version.name)
+            if current is not None and current.uid == version.uid and not current.framework:
+                current.framework = framework
+                self.store.put_version(current)
+
+    def prune_deployments(self) -> None:
+        """Free the predictors of versions another process or instance deleted or re-created."""
+
+        def current_uid(name: str) -> str | None:
+            version = self.store.get_version(name)
+            return version.uid if version is not None else None
+
+        for name in self.deployments.prune(current_uid):
+            log.info("unloaded %s: deleted or re-created elsewhere", name)
+
     def is_ready(self) -> bool:
         return self.warmed.is_set()
+
+
+#: Where Vertex AI's model (AIP_STORAGE_URI) is registered: model `vertex`, version `v1` of the
+#: default project, so the other protocols (ml v1, V2, TF Serving) serve it under that name too.
+VERTEX_MODEL, VERTEX_VERSION = "vertex", "v1"
+
+
+def vertex_version_name(settings: Settings) -> str:
+    return names.version_name(settings.default_project, VERTEX_MODEL, VERTEX_VERSION)
+
+
+def register_vertex_model(store: Store, settings: Settings) -> str:
+    """Declare the AIP_STORAGE_URI model as a bootstrap version (framework detected from its
+    files, like a versions.create without `framework`); returns the version name. Its URI goes
+    through registry.artifacts.resolve_uri like any deploymentUri, so whatever schemes that
+    resolves (local paths, file://, gs://) work here too."""
+    vertex = settings.vertex
+    assert vertex is not None
+    spec: dict[str, Any] = {"deploymentUri": vertex.storage_uri}
+    if vertex.prediction_class:
+        spec.update(predictionClass=vertex.prediction_class, packageUris=list(vertex.package_uris))
+    data = {"projects": {settings.default_project: {"models": {VERTEX_MODEL: {
+        "description": "The model Vertex AI deployed to this container (AIP_STORAGE_URI).",
+        "versions": {VERTEX_VERSION: spec},
+    }}}}}
+    bootstrap.apply_data(store, data, Path.cwd(), "AIP_STORAGE_URI")
+    return vertex_version_name(settings)
 
 
 def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
@@ -73,11 +125,14 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
     predictors.configure(xgboost_nthread=settings.xgboost_nthread)
-    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages"), iam)
+    gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
+    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages", gcs=gcs), iam)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+    if settings.vertex is not None:
+        emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
-    emu.tasks = TaskRunner(store, emu)
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments)
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

@@ -10,6 +10,7 @@ default; gRPC's own default is 4 MiB) in both directions.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -38,7 +39,8 @@ def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, i
     settings = emu.settings
     limit = settings.max_message_bytes
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max(4, settings.threads), thread_name_prefix="grpc"),
+        futures.ThreadPoolExecutor(max_workers=max(4, settings.worker_layout()[1]),
+                                   thread_name_prefix="grpc"),
         options=[("grpc.max_receive_message_length", limit),
                  ("grpc.max_send_message_length", limit),
                  ("grpc.so_reuseport", 0)],
@@ -65,16 +67,27 @@ def main() -> int:
     server.start()
     log.info("gRPC (V2 GRPCInferenceService, grps GrpsService) listening on %s:%d",
              settings.host, port)
-    stopped = threading.Event()
+    stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: stopping gRPC", signum)
-        server.stop(GRACE_S).wait()
-        stopped.set()
+        # Only flag it: the handler may interrupt anything, and a second signal (the supervisor
+        # forwards SIGTERM, the container runtime may send its own) must not nest a stop.
+        if not stopping.is_set():
+            log.info("signal %d: stopping gRPC", signum)
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    stopped.wait()
+    while not stopping.wait(1.0):
+        pass
+    # New RPCs are refused at once; in-flight ones get GRACE_S, then are cancelled.
+    server.stop(GRACE_S).wait()
+    # A call cancelled at the deadline whose model is still computing keeps a non-daemon pool
+    # thread that interpreter exit would wait for: exit 1 s from now regardless, as gunicorn's
+    # master SIGKILLs a worker past graceful_timeout. The store commits whole transactions only.
+    deadline = threading.Timer(1.0, os._exit, (0,))
+    deadline.daemon = True
+    deadline.start()
     return 0
 
 

@@ -2,11 +2,11 @@
 thread (safe to repeat after a crash), `finish` inside the transaction that ends the operation,
 and how a cancelled operation puts its resource back.
 
-versions.create resolves deploymentUri (a local path or file:// URI; gs:// is refused until the
-Cloud Run work brings it), checks the model file against the framework, loads the model once
-through this process's deployments (so it is warm here) and ends READY, or FAILED with the load
-error as errorMessage. The first version to become READY becomes the model's default, as the
-versions.create reference says.
+versions.create resolves deploymentUri and packageUris (local paths, file:// URIs, or gs:// URIs
+downloaded into the state directory's cache), checks the model file against the framework, loads
+the model once through this process's deployments (so it is warm here) and ends READY, or FAILED
+with the load error (a missing bucket or object included) as errorMessage. The first version to
+become READY becomes the model's default, as the versions.create reference says.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-import predictors
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
 from errors import Aborted, ApiError, FailedPrecondition, from_code
-from registry import artifacts, names, tasks
+from registry import names, tasks
 from registry.resources import Version, new_etag
 
 if TYPE_CHECKING:
@@ -50,10 +49,9 @@ def create_version_work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     version = _same_version(emu, task)
     if version is None:
         raise Aborted(f"{task.target} was deleted before it was created.")
-    model_dir = artifacts.resolve_uri(version.deployment_uri)
-    if not version.prediction_class:
-        predictors.find_model_file(model_dir, version.framework or None)
-    predictor = emu.deployments.get(version)  # loads once, and keeps it warm in this process
+    # Resolving (downloading gs:// artifacts), the model-file check and loading all happen in
+    # deployments, once, and the predictor stays warm in this process.
+    predictor = emu.deployments.get(version)
     return {"framework": version.framework or predictor.framework}
 
 

@@ -1,15 +1,30 @@
 """gunicorn settings for mlemu, read from the same environment as settings.py.
 
 Workers are threads-in-processes (gthread): model calls release the GIL for most of their time,
-and processes give the rest of the request path real parallelism. The app is not preloaded: each
-worker opens the store after the fork. The master imports only the thread-free scikit-learn and
-XGBoost modules the bootstrap file needs (predictors/preload.py); OpenMP, BLAS and TensorFlow
-thread pools start in the workers, never before a fork.
+and processes give the rest of the request path real parallelism. How many of each follows the
+CPUs this container may use unless MLEMU_WORKERS / MLEMU_THREADS say otherwise
+(Settings.worker_layout). The app is not preloaded: each worker opens the store after the fork.
+The master imports only the thread-free scikit-learn and XGBoost modules the bootstrap file needs
+(predictors/preload.py, at the end); OpenMP, BLAS and TensorFlow thread pools start in the
+workers, never before a fork.
+
+SIGTERM (Cloud Run, Knative and Kubernetes stop an instance with it, and kill it 10 s later):
+the master closes its listening sockets and sends SIGTERM to every worker; a gthread worker then
+stops accepting, lets every accepted request finish (at most graceful_timeout) and answers a
+request arriving on a kept-alive connection with "Connection: close" (gunicorn/workers/gthread.py,
+`run` and `finish_request`). Each worker still holds its own descriptor of the listening socket
+until it exits, though, so without `post_worker_init` below a client connecting during the drain
+would complete its TCP handshake into a backlog nobody accepts and be reset seconds later; with
+it, the worker accepts what is already queued (those clients connected before the signal) and
+closes its descriptor at once, so once every process has done so new connections are refused.
 """
 
 import os
+import select
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -18,8 +33,7 @@ from settings import Settings
 _settings = Settings.from_env()
 
 bind = f"{_settings.host}:{_settings.port}"
-workers = _settings.workers
-threads = _settings.threads
+workers, threads = _settings.worker_layout()
 worker_class = "gthread"
 preload_app = False
 # Cloud Run sends SIGTERM and kills 10 s later: finish in-flight requests within 8 s.
@@ -34,6 +48,48 @@ loglevel = _settings.log_level
 accesslog = None
 errorlog = "-"
 proc_name = "mlemu"
+# gunicorn's control socket (~/.gunicorn/gunicorn.ctl) is unused: $HOME is read-only for the
+# container's user, and servers started side by side would share that one path.
+control_socket_disable = True
+
+#: Connections a stopping worker takes from the backlog before it closes its listener.
+_BACKLOG_SWEEP = 1024
+
+
+def _stop_listening(worker: Any) -> None:
+    """Runs on the worker's main loop (never inside the signal handler, which may interrupt a
+    poller call): accept what is queued, then close this process's listening descriptors."""
+    if getattr(worker, "_mlemu_closed", False):
+        return
+    worker._mlemu_closed = True
+    for listener in worker.sockets:
+        for _ in range(_BACKLOG_SWEEP):
+            try:
+                queued, _, _ = select.select([listener], [], [], 0)
+            except (OSError, ValueError):
+                break
+            if not queued:
+                break
+            worker.accept(listener)  # hands the connection to the thread pool like any other
+    worker.set_accept_enabled(False)  # unregister from the poller while the descriptors are valid
+    for listener in worker.sockets:
+        listener.close()
+
+
+def post_worker_init(worker: Any) -> None:
+    """Close each gthread worker's listeners as soon as it is told to stop (see the docstring)."""
+    if not hasattr(worker, "method_queue"):  # not a gthread worker
+        return
+    handle_exit = worker.handle_exit
+
+    def handle_exit_and_stop_listening(sig: int, frame: Any) -> None:
+        handle_exit(sig, frame)
+        worker.method_queue.defer(_stop_listening, worker)
+
+    worker.handle_exit = handle_exit_and_stop_listening
+    # Worker.init_signals registered the bound method before this hook ran: register again.
+    signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
+    signal.siginterrupt(signal.SIGTERM, False)
 
 # Import the frameworks of the bootstrap file's versions here, in the master, before the workers
 # fork: they start faster and share that memory. predictors/preload.py says why this is fork-safe.

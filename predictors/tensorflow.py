@@ -109,7 +109,13 @@ class TensorFlowPredictor(Predictor):
     @classmethod
     def from_path(cls, model_dir: str) -> TensorFlowPredictor:
         find_model_file(model_dir, TENSORFLOW)
-        import tensorflow as tf
+        try:
+            import tensorflow as tf
+        except ImportError:  # e.g. the container image built with WITH_TENSORFLOW=false
+            raise ModelLoadError(
+                "TensorFlow is not installed in this mlemu (requirements-tf.txt; container images "
+                "built with WITH_TENSORFLOW=false leave it out): TENSORFLOW models cannot be served."
+            ) from None
 
         graph = tf.Graph()
         session = tf.compat.v1.Session(graph=graph)

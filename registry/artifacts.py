@@ -1,8 +1,10 @@
 """Where a version's files come from: deploymentUri / packageUris to local paths.
 
-Local paths and file:// URIs are used in place. Custom predictor packages (a source distribution
-`.tar.gz`, a wheel, or a directory) are unpacked once into the state directory's package cache,
-keyed by the file's content hash, and the import root of each is returned; nothing is installed.
+Local paths and file:// URIs are used in place; gs:// URIs are copied into the state directory's
+Cloud Storage cache first (registry/gcs.py), which only the loading path is given. Custom
+predictor packages (a source distribution `.tar.gz`, a wheel, or a directory) are unpacked once
+into the state directory's package cache, keyed by the file's content hash, and the import root
+of each is returned; nothing is installed.
 """
 
 from __future__ import annotations
@@ -15,22 +17,33 @@ import tempfile
 import urllib.parse
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from errors import ModelLoadError
 
+if TYPE_CHECKING:
+    from registry.gcs import GcsCache
 
-def resolve_uri(uri: str, base_dir: str | None = None) -> str:
-    """A local filesystem path for `uri` (relative paths are taken from `base_dir` or the cwd)."""
+
+def is_remote(uri: str) -> bool:
+    """True for URIs that must be downloaded before use (gs://)."""
+    return urllib.parse.urlparse(uri).scheme == "gs"
+
+
+def resolve_uri(uri: str, base_dir: str | None = None, gcs: GcsCache | None = None) -> str:
+    """A local filesystem path for `uri` (relative paths are taken from `base_dir` or the cwd).
+
+    gs:// URIs are downloaded through `gcs` (the local copy of one object, or of a prefix).
+    """
     if not uri:
         raise ModelLoadError("deploymentUri is required.")
     parsed = urllib.parse.urlparse(uri)
     if parsed.scheme == "file":
         path = urllib.parse.unquote(parsed.path)
     elif parsed.scheme == "gs":
-        raise ModelLoadError(
-            f"Cannot read {uri}: gs:// URIs are not supported by this build of mlemu; "
-            "use a local path or a file:// URI."
-        )
+        if gcs is None:
+            raise ModelLoadError(f"Cannot read {uri}: no Cloud Storage cache is configured here.")
+        return str(gcs.fetch(uri))
     elif parsed.scheme and len(parsed.scheme) > 1:  # one letter would be a Windows drive
         raise ModelLoadError(f"Unsupported URI scheme {parsed.scheme!r} in {uri}.")
     else:
@@ -38,6 +51,13 @@ def resolve_uri(uri: str, base_dir: str | None = None) -> str:
     if not os.path.isabs(path):
         path = os.path.join(base_dir or os.getcwd(), path)
     return os.path.normpath(path)
+
+
+def resolve_model_dir(uri: str, gcs: GcsCache | None = None) -> str:
+    """The local model directory for a deploymentUri (a gs:// URI naming a single object, such
+    as gs://b/m/model.joblib, stands for the folder holding just that object)."""
+    path = resolve_uri(uri, gcs=gcs)
+    return os.path.dirname(path) if is_remote(uri) and os.path.isfile(path) else path
 
 
 def _digest(path: Path) -> str:

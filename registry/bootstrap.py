@@ -4,7 +4,8 @@ Applying is idempotent and runs in one transaction, so every gunicorn worker may
 file at start: the first creates what is missing, the rest find it there. A version whose spec
 (deploymentUri, framework, predictionClass, packageUris) changed in the file is replaced; models
 and versions that are not in the file (created through the API) are left alone. Relative paths
-are relative to the file. The format is documented in the README ("Bootstrap file").
+are relative to the file; gs:// URIs are checked by warm-up, which downloads them. The format is
+documented in the README ("Bootstrap file").
 
     projects:
       my-project:
@@ -66,7 +67,14 @@ def _check_keys(where: str, body: Any, allowed: set[str]) -> dict[str, Any]:
 
 
 def _validate(version: Version) -> None:
-    """Cheap checks that need no framework import: the directory and its one model file."""
+    """Cheap checks that need no framework import: the directory and its one model file.
+
+    gs:// artifacts are not cheap to check (every worker would download them here): the version
+    is declared READY and warm-up, which downloads and loads it, marks it FAILED if that fails.
+    """
+    if any(artifacts.is_remote(u) for u in (version.deployment_uri, *version.package_uris)):
+        version.state, version.error_message = "READY", ""
+        return
     try:
         model_dir = artifacts.resolve_uri(version.deployment_uri)
         if version.prediction_class:
@@ -98,8 +106,12 @@ def _version_from(name: str, body: dict[str, Any], base: Path) -> Version:
 
 def apply(store: Store, path: Path) -> list[str]:
     """Apply the bootstrap file at `path`; returns the version names it declares."""
-    data = load_file(path)
-    base = Path(path).resolve().parent
+    return apply_data(store, load_file(path), Path(path).resolve().parent, str(path))
+
+
+def apply_data(store: Store, data: dict[str, Any], base: Path, path: str) -> list[str]:
+    """Apply bootstrap `data` (the file format, already parsed; relative paths are taken from
+    `base`, errors name `path`); returns the version names it declares."""
     declared: list[str] = []
     with store.transaction():
         for project, pbody in (data.get("projects") or {}).items():

@@ -2,8 +2,10 @@
 
 A version is loaded on first use (or by warm-up) and reused until the store shows a different
 incarnation of that name (its `uid` changed: deleted and re-created) or it is dropped. Loading
-happens once per version even when many threads ask at once. A failed load is remembered for
-the same incarnation so a broken model does not reload on every request.
+(which downloads gs:// artifacts first, see registry/gcs.py) happens once per version even when
+many threads ask at once. A failed load is remembered for the same incarnation so a broken model
+does not reload on every request. Callers look the version up in the store on every request, so
+a version deleted through another process or instance stops serving here at once.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ import predictors
 from errors import ApiError, ModelLoadError
 from predictors.base import Predictor
 from registry import artifacts
+from registry.gcs import GcsCache
 from registry.resources import Version
 
 Loader = Callable[[Version], Predictor]
 
 
 class Deployments:
-    def __init__(self, package_cache: Path, loader: Loader | None = None) -> None:
+    def __init__(self, package_cache: Path, loader: Loader | None = None,
+                 gcs: GcsCache | None = None) -> None:
         self._package_cache = package_cache
+        #: Where gs:// artifacts are copied before loading (None: gs:// URIs fail to load).
+        self.gcs = gcs
         self._loader = loader or self.load_version
         self._entries: dict[str, tuple[str, Predictor | ApiError]] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -31,9 +37,9 @@ class Deployments:
 
     def load_version(self, version: Version) -> Predictor:
         """Resolve a version's artifacts and build its predictor (no caching)."""
-        model_dir = artifacts.resolve_uri(version.deployment_uri)
+        model_dir = artifacts.resolve_model_dir(version.deployment_uri, self.gcs)
         roots = [
-            artifacts.unpack_package(artifacts.resolve_uri(uri), self._package_cache)
+            artifacts.unpack_package(artifacts.resolve_uri(uri, gcs=self.gcs), self._package_cache)
             for uri in version.package_uris
         ]
         predictor, _ = predictors.load(
@@ -70,10 +76,25 @@ class Deployments:
             self._entries[version.name] = entry
             return entry
 
-    def drop(self, name: str) -> None:
-        entry = self._entries.pop(name, None)
-        if entry is not None and not isinstance(entry[1], ApiError):
+    def drop(self, name: str, uid: str | None = None) -> None:
+        """Unload `name` (only the incarnation `uid`, when given)."""
+        with self._guard:
+            entry = self._entries.get(name)
+            if entry is None or (uid is not None and entry[0] != uid):
+                return
+            del self._entries[name]
+        if not isinstance(entry[1], ApiError):
             entry[1].close()
+
+    def prune(self, current_uid: Callable[[str], str | None]) -> list[str]:
+        """Unload versions whose store incarnation is gone or changed (deleted or re-created
+        through another process or instance; they stopped serving at once, this frees them)."""
+        dropped = []
+        for name, (uid, _) in list(self._entries.items()):
+            if current_uid(name) != uid:
+                self.drop(name, uid)
+                dropped.append(name)
+        return dropped
 
     def loaded(self) -> dict[str, Predictor]:
         return {n: e[1] for n, e in self._entries.items() if not isinstance(e[1], ApiError)}

@@ -43,9 +43,15 @@ def this_owner() -> str:
 
 
 def owner_is_dead(owner: str) -> bool:
-    """True only when `owner` provably no longer runs; False when unknown (wait for its lease)."""
+    """True only when `owner` provably no longer runs; False when unknown (wait for its lease).
+
+    Instances on other hosts (or in other containers) share the store through PostgreSQL, so a
+    pid is compared only when the boot id and the pid namespace are both known and equal: the
+    boot id is random per boot on Linux and per sandbox under gVisor (Cloud Run), while host
+    names (and namespace inode numbers) can repeat across machines.
+    """
     parts = owner.split("|")
-    if len(parts) != 6 or "|".join(parts[:3]) != _machine() or not parts[4] or \
-            not parts[3].isdigit():
+    if len(parts) != 6 or not parts[1] or not parts[2] or "|".join(parts[:3]) != _machine() \
+            or not parts[4] or not parts[3].isdigit():
         return False
     return _start_time(int(parts[3])) != parts[4]  # gone, or the pid now belongs to another process

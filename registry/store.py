@@ -1,7 +1,8 @@
 """The durable store behind the registry: models, versions, operations and IAM policies.
 
 `Store` is the interface; `SqliteStore` is the embedded default, one file in the state directory
-that every gunicorn worker opens (WAL mode, so readers never wait on the writer). Each mutation
+that every gunicorn worker opens (WAL mode, so readers never wait on the writer);
+`PostgresStore` (registry/store_postgres.py) serves several instances sharing one state. Each mutation
 runs in one transaction (`with store.transaction():` around a read-check-write sequence takes the
 write lock first, `BEGIN IMMEDIATE`), so a crash mid-write leaves no half-written resource.
 Resources are stored as JSON documents keyed by their full resource name.
@@ -193,11 +194,16 @@ class SqliteStore(Store):
 
 
 def open_store(database_url: str | None, state_dir: Path) -> Store:
-    """The store a settings object asks for; SQLite in the state directory by default."""
+    """The store a settings object asks for; SQLite in the state directory by default,
+    PostgreSQL for postgresql:// URLs (registry/store_postgres.py, imported only then)."""
+    if database_url and database_url.startswith(("postgresql://", "postgres://")):
+        from registry.store_postgres import PostgresStore
+
+        return PostgresStore(database_url)
     if database_url and not database_url.startswith("sqlite:"):
-        raise ValueError(
-            f"Unsupported MLEMU_DATABASE_URL {database_url!r}: only sqlite:///PATH is built in."
-        )
+        scheme = database_url.split(":", 1)[0]
+        raise ValueError(f"Unsupported MLEMU_DATABASE_URL scheme {scheme!r}: use sqlite:///PATH "
+                         "or postgresql://USER:PASSWORD@HOST:PORT/DBNAME.")
     if database_url:
         return SqliteStore(Path(database_url.split("sqlite:///", 1)[-1]))
     return SqliteStore(state_dir / "mlemu.sqlite3")

@@ -107,8 +107,10 @@ class TaskRunner:
     """Runs this process's tasks on daemon threads; renews their leases; adopts orphans."""
 
     def __init__(self, store: Store, context: Any, *, threads: int = 2, lease_s: float = LEASE_S,
-                 tick_s: float = TICK_S) -> None:
+                 tick_s: float = TICK_S, on_tick: Callable[[], None] | None = None) -> None:
         self.store = store
+        #: Other periodic upkeep of this process (the emulator prunes its deployments cache).
+        self.on_tick = on_tick
         self.context = context
         self.owner = this_owner()
         self.lease_s = lease_s
@@ -200,6 +202,8 @@ class TaskRunner:
         for task in pending(self.store):
             if task.name not in mine and handler(task.type) is not None and self._orphaned(task, now):
                 self.adopt(task.name)
+        if self.on_tick is not None:
+            self.on_tick()
 
     def _orphaned(self, task: Task, now: float) -> bool:
         # A lapsed lease covers every case, including this process's own task whose finish

@@ -116,3 +116,25 @@ def live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     yield factory
     for server in started:
         stop_server(server.proc)
+
+
+# --- real backing services (tests/services.py), one of each per test session ------------------
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A PostgreSQL server started for the session; `postgres.new_database()` gives a fresh URL."""
+    from tests.services import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """gcp-storage-emulator started for the session (in memory); `.host` is STORAGE_EMULATOR_HOST."""
+    from tests.services import StorageEmulator
+
+    emulator = StorageEmulator(tmp_path_factory.mktemp("gcs"))
+    yield emulator
+    emulator.stop()

@@ -171,8 +171,10 @@ def test_corrupt_model_fails_while_other_versions_serve(ml: Any, models: dict[st
     assert "model.joblib" in broken["errorMessage"] and "Traceback" not in broken["errorMessage"]
     missing = _create_version(ml, "mixed", "missing", root / "nowhere")
     assert "does not exist" in missing["error"]["message"]
+    # str(Path("gs://bucket/model")) is "gs:/bucket/model": no bucket (gs:// itself is served,
+    # see test_gcs_versions.py).
     gs = _create_version(ml, "mixed", "cloud", Path("gs://bucket/model"))  # type: ignore[arg-type]
-    assert "gs:// URIs are not supported" in gs["error"]["message"]
+    assert gs["error"]["message"] == "Create Version failed. gs:/bucket/model is not a gs://BUCKET/PATH URI."
     # The good version keeps answering, by name and as the default.
     expect = models["forest"].predict(np.asarray(ROWS)).tolist()
     assert _predict(ml, f"{P}/models/mixed") == expect

@@ -1,0 +1,60 @@
+"""Readiness holds until the bootstrap models are loaded (/readyz, and Vertex AI's health route),
+while liveness (/healthz) answers from the start: what the startup probe in deploy/service.yaml
+and Vertex AI's health checks rely on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from app import create_app
+from settings import Settings, VertexSettings
+from tests import modelkit
+
+# from_path blocks until MODEL_DIR/release exists: a model that takes as long as the test wants.
+SLOW_LOADING = '''
+import os
+import time
+
+
+class SlowLoading:
+    @classmethod
+    def from_path(cls, model_dir):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(model_dir, "release")):
+            if time.monotonic() > deadline:
+                raise RuntimeError("never released")
+            time.sleep(0.02)
+        return cls()
+
+    def predict(self, instances, **kwargs):
+        return [len(row) for row in instances]
+'''
+
+
+def test_ready_only_once_bootstrap_models_are_loaded(tmp_path: Path) -> None:
+    model_dir = modelkit.custom_model_dir(tmp_path / "slow")
+    package = modelkit.custom_package(tmp_path / "pkg", module="slow_loading",
+                                      source=SLOW_LOADING, kind="dir")
+    config = modelkit.bootstrap_file(tmp_path / "bootstrap.yaml", {"slow": {"versions": {"v1": {
+        "deploymentUri": str(model_dir), "predictionClass": "slow_loading.SlowLoading",
+        "packageUris": [str(package)]}}}}, project="mlemu")
+    vertex = VertexSettings(health_route="/health", predict_route="/predict",
+                            storage_uri=str(model_dir), prediction_class="slow_loading.SlowLoading",
+                            package_uris=(str(package),))
+    settings = Settings(state_dir=tmp_path / "state", config_file=config, vertex=vertex)
+    client = create_app(settings, warm=True).test_client()
+    try:
+        assert client.get("/healthz").status_code == 200
+        for _ in range(3):  # the warm-up thread is blocked in from_path: not ready, repeatedly
+            assert client.get("/readyz").get_json() == {"status": "loading"}
+            assert client.get("/health").status_code == 503
+            time.sleep(0.05)
+    finally:
+        (model_dir / "release").touch()
+    deadline = time.monotonic() + 30
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "never became ready"
+        time.sleep(0.02)
+    assert client.get("/health").status_code == 200
+    assert client.post("/predict", json={"instances": [[1, 2, 3]]}).get_json()["predictions"] == [3]

@@ -1,0 +1,75 @@
+"""gunicorn sizes itself from the CPUs the container may use; explicit settings win."""
+
+from __future__ import annotations
+
+import os
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import settings as settings_module
+from settings import Settings, available_cpus
+
+GUNICORN_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
+
+
+def cgroup(tmp_path: Path, v2: str | None = None, v1: tuple[int, int] | None = None) -> Path:
+    tmp_path.mkdir()
+    if v2 is not None:
+        (tmp_path / "cpu.max").write_text(v2 + "\n")
+    if v1 is not None:
+        (tmp_path / "cpu").mkdir()
+        (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(f"{v1[0]}\n")
+        (tmp_path / "cpu" / "cpu.cfs_period_us").write_text(f"{v1[1]}\n")
+    return tmp_path
+
+
+def test_cpus_follow_affinity_and_cgroup_quota(tmp_path: Path) -> None:
+    affinity = len(os.sched_getaffinity(0))
+    assert available_cpus(tmp_path / "none") == affinity
+    assert available_cpus(cgroup(tmp_path / "a", v2="max 100000")) == affinity
+    assert available_cpus(cgroup(tmp_path / "b", v2="50000 100000")) == min(affinity, 0.5)
+    assert available_cpus(cgroup(tmp_path / "c", v1=(-1, 100000))) == affinity
+    assert available_cpus(cgroup(tmp_path / "d", v1=(25000, 100000))) == min(affinity, 0.25)
+    assert available_cpus(cgroup(tmp_path / "e", v2="400000 100000")) == min(affinity, 4)
+
+
+@pytest.mark.parametrize(("cpus", "layout"), [
+    (0.5, (1, 16)), (1, (1, 16)), (1.5, (2, 8)), (2, (2, 8)), (4, (4, 4)), (8, (8, 4)), (64, (8, 4)),
+])
+def test_layout_from_cpus(cpus: float, layout: tuple[int, int]) -> None:
+    assert Settings().worker_layout(cpus) == layout
+
+
+def test_explicit_settings_win() -> None:
+    assert Settings(workers=3).worker_layout(8) == (3, 5)
+    assert Settings(threads=2).worker_layout(4) == (4, 2)
+    assert Settings(workers=1, threads=32).worker_layout(8) == (1, 32)
+    # Unset (or 0) means "from the CPUs", and only explicit values reach child processes.
+    unset = Settings.from_env({"MLEMU_WORKERS": "", "MLEMU_THREADS": "0"})
+    assert (unset.workers, unset.threads) == (None, None)
+    assert "MLEMU_WORKERS" not in unset.to_env() and "MLEMU_THREADS" not in unset.to_env()
+    explicit = Settings.from_env(Settings(workers=3, threads=6).to_env())
+    assert (explicit.workers, explicit.threads) == (3, 6)
+
+
+def load_conf(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: float) -> dict[str, Any]:
+    for name in list(os.environ):
+        if name.startswith(("MLEMU_", "AIP_")) or name == "PORT":
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(settings_module, "available_cpus", lambda: cpus)
+    return runpy.run_path(str(GUNICORN_CONF))
+
+
+def test_gunicorn_conf_sizes_from_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = load_conf(monkeypatch, {"PORT": "9000", "MLEMU_HOST": "0.0.0.0"}, cpus=4)
+    assert (conf["workers"], conf["threads"], conf["bind"]) == (4, 4, "0.0.0.0:9000")
+    assert conf["worker_class"] == "gthread" and conf["graceful_timeout"] < 10
+    conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "1"}, cpus=4)
+    assert (conf["workers"], conf["threads"]) == (1, 16)
+    conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "2", "MLEMU_THREADS": "3"}, cpus=4)
+    assert (conf["workers"], conf["threads"]) == (2, 3)
