@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: serve test lint bench bench-quick image image-test clean venv demo protos
+.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos
 
 GENERATED := protocols/_generated/__init__.py
 
@@ -32,6 +32,22 @@ serve: demo
 
 test: venv
 	$(PY) -m pytest
+
+# Benchmark (README "Performance"): peers in their own virtualenvs, wrk from Debian.
+BENCH_VENVS := bench/.venvs
+bench-deps: venv $(BENCH_VENVS)/mlserver/.installed $(BENCH_VENVS)/kserve/.installed
+	@command -v wrk >/dev/null || { apt-get update && apt-get install -y wrk; }
+
+$(BENCH_VENVS)/%/.installed: bench/requirements-%.txt
+	test -x $(BENCH_VENVS)/$*/bin/python || $(PYTHON) -m venv $(BENCH_VENVS)/$*
+	$(BENCH_VENVS)/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+bench: bench-deps
+	$(PY) -m bench
+
+bench-quick: bench-deps
+	$(PY) -m bench --quick
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import auth
 from errors import InvalidArgument
 from payloads import Caller, ModelRef, PredictRequest, PredictResponse
+from predictors import batching
 from predictors.base import Predictor
 from registry import lookup
 from registry.resources import Version, now_rfc3339
@@ -54,7 +55,12 @@ def check_parameters(predictor: Predictor, parameters: dict[str, object]) -> Non
 def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> PredictResponse:
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
     check_parameters(predictor, req.parameters)
-    predictions = predictor.predict(req.instances, **req.parameters)
+    limit = emu.settings.batch_max_instances
+    if predictor.batchable and limit > 0 and not req.parameters:
+        # Concurrent requests to this version share one model call (predictors/batching.py).
+        predictions = batching.batcher_for(predictor, limit).predict(req.instances)
+    else:
+        predictions = predictor.predict(req.instances, **req.parameters)
     _touch(emu, version)
     return PredictResponse(predictions=predictions, version_name=version.name)
 

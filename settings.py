@@ -43,6 +43,8 @@ class Settings:
     iam_config: Path | None = None
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
+    #: Bound on one merged call of adaptive batching; 0 turns batching off (predictors/batching.py).
+    batch_max_instances: int = 64
     database_url: str | None = None
     grpc_port: int = DEFAULT_GRPC_PORT
     public_url: str | None = None
@@ -98,6 +100,7 @@ class Settings:
             iam_mode=(get("MLEMU_IAM_MODE") or defaults.iam_mode).lower(),
             iam_config=Path(iam) if (iam := get("MLEMU_IAM_CONFIG")) else None,
             xgboost_nthread=int(get("MLEMU_XGBOOST_NTHREAD") or defaults.xgboost_nthread),
+            batch_max_instances=int(get("MLEMU_BATCH_MAX_INSTANCES") or defaults.batch_max_instances),
             database_url=get("MLEMU_DATABASE_URL"),
             # Vertex AI routes one HTTP port only: gRPC stays off there unless asked for.
             grpc_port=int(grpc_port) if grpc_port else (0 if vertex else defaults.grpc_port),
@@ -120,6 +123,7 @@ class Settings:
             "MLEMU_PROJECT": self.default_project,
             "MLEMU_IAM_MODE": self.iam_mode,
             "MLEMU_XGBOOST_NTHREAD": str(self.xgboost_nthread),
+            "MLEMU_BATCH_MAX_INSTANCES": str(self.batch_max_instances),
             "MLEMU_GRPC_PORT": str(self.grpc_port),
             "MLEMU_LOG_LEVEL": self.log_level,
         }

@@ -3,8 +3,10 @@
 Workers are threads-in-processes (gthread): model calls release the GIL for most of their time,
 and processes give the rest of the request path real parallelism. How many of each follows the
 CPUs this container may use unless MLEMU_WORKERS / MLEMU_THREADS say otherwise
-(Settings.worker_layout). The app is not preloaded: each worker opens the store and imports its
-frameworks after the fork (OpenMP and BLAS thread pools must not be forked).
+(Settings.worker_layout). The app is not preloaded: each worker opens the store after the fork.
+The master imports only the thread-free scikit-learn and XGBoost modules the bootstrap file needs
+(predictors/preload.py, at the end); OpenMP, BLAS and TensorFlow thread pools start in the
+workers, never before a fork.
 
 SIGTERM (Cloud Run, Knative and Kubernetes stop an instance with it, and kill it 10 s later):
 the master closes its listening sockets and sends SIGTERM to every worker; a gthread worker then
@@ -17,6 +19,7 @@ it, the worker accepts what is already queued (those clients connected before th
 closes its descriptor at once, so once every process has done so new connections are refused.
 """
 
+import os
 import select
 import signal
 import sys
@@ -87,3 +90,10 @@ def post_worker_init(worker: Any) -> None:
     # Worker.init_signals registered the bound method before this hook ran: register again.
     signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
     signal.siginterrupt(signal.SIGTERM, False)
+
+# Import the frameworks of the bootstrap file's versions here, in the master, before the workers
+# fork: they start faster and share that memory. predictors/preload.py says why this is fork-safe.
+from predictors.preload import preload  # noqa: E402 - needs sys.path above
+from registry.bootstrap import frameworks  # noqa: E402
+
+preload(frameworks(_settings.config_file), os.environ)

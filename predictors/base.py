@@ -37,6 +37,9 @@ class Predictor(abc.ABC):
     framework: ClassVar[str] = ""
     #: Request keys besides `instances` passed through as predict kwargs; None accepts any.
     accepted_parameters: ClassVar[frozenset[str] | None] = frozenset()
+    #: True if predict(a + b) == predict(a) + predict(b) for any lists of instances a and b, so
+    #: concurrent requests may be merged into one call (predictors/batching.py).
+    batchable: bool = False
 
     @classmethod
     @abc.abstractmethod

@@ -33,6 +33,8 @@ class CustomPredictor(Predictor):
         self._user = user_predictor
         self._predict = user_predictor.predict
         self.class_path = class_path
+        # Opt-in: the user's class declares its predictions row-independent (README, "Performance").
+        self.batchable = getattr(user_predictor, "batchable", False) is True
 
     @classmethod
     def from_path(cls, model_dir: str) -> Predictor:

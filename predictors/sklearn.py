@@ -28,6 +28,7 @@ def _datatype(dtype: np.dtype) -> str:
 @register
 class SklearnPredictor(Predictor):
     framework = SCIKIT_LEARN
+    batchable = True
 
     def __init__(self, model: Any) -> None:
         self._model = model

@@ -89,6 +89,7 @@ def _op_message(exc: Exception) -> str:
 class TensorFlowPredictor(Predictor):
     framework = TENSORFLOW
     accepted_parameters = frozenset({"signature_name"})
+    batchable = True
 
     def __init__(self, tf: Any, session: Any, meta_graph: Any, model_dir: str) -> None:
         self._tf = tf

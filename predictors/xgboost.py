@@ -3,8 +3,8 @@
 The DMatrix's missing value is NaN, so `NaN` and `null` in a request row both mean "missing", as
 in AI Platform. Thread policy: every predict call is limited to `xgboost_nthread` OpenMP threads
 (default 1, setting MLEMU_XGBOOST_NTHREAD). Concurrency comes from gunicorn's workers and threads;
-letting each call start one OpenMP thread per core oversubscribes the CPUs as soon as two requests
-run at once (measured in bench/RESULTS.md, "XGBoost thread policy").
+letting each call start one OpenMP thread per core oversubscribes the CPUs as soon as calls overlap
+(bench/RESULTS.md measures both, "XGBoost thread policy"; 0 means XGBoost's default).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from predictors.base import Predictor, Signature, TensorSpec
 @register
 class XGBoostPredictor(Predictor):
     framework = XGBOOST
+    batchable = True
 
     def __init__(self, booster: Any) -> None:
         import xgboost

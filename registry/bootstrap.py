@@ -179,3 +179,32 @@ def _apply_model(store: Store, project: str, model_id: str, mbody: dict[str, Any
     model.etag = new_etag(name)
     store.put_model(model)
     return declared
+
+
+def frameworks(path: Path | None) -> set[str]:
+    """The built-in frameworks the file's versions use (for preloading; never raises).
+
+    A version without `framework` is detected from its local model file; a joblib/pickle file
+    counts as SCIKIT_LEARN (an XGBoost pickle needs scikit-learn's loader too).
+    """
+    found: set[str] = set()
+    if path is None:
+        return found
+    try:
+        data = load_file(path)
+        base = Path(path).resolve().parent
+        for pbody in (data.get("projects") or {}).values():
+            for mbody in ((pbody or {}).get("models") or {}).values():
+                for vbody in ((mbody or {}).get("versions") or {}).values():
+                    if not isinstance(vbody, dict) or vbody.get("predictionClass"):
+                        continue
+                    if vbody.get("framework"):
+                        found.add(str(vbody["framework"]).upper())
+                        continue
+                    uri = str(vbody.get("deploymentUri") or "")
+                    if uri and "://" not in uri:
+                        _, implied = predictors.find_model_file(artifacts.resolve_uri(uri, str(base)))
+                        found.add(implied or predictors.SCIKIT_LEARN)
+    except (BootstrapError, ApiError, OSError, AttributeError, TypeError):
+        pass  # the workers' own load reports what is wrong with the file
+    return found

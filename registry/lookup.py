@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from errors import FailedPrecondition, NotFound, field_violation
 from payloads import ModelRef
 from registry.resources import Model, Version
@@ -28,8 +30,30 @@ def get_model(store: Store, ref: ModelRef) -> Model:
     return model
 
 
+#: Per thread: (store, change token, {ref: version}). Every request still asks the store whether
+#: anything changed (one cheap query, see Store.change_token), so a version deleted or changed
+#: by any worker stops being served at once, as with a full read; only unchanged reads are saved.
+_cache = threading.local()
+
+
 def serving_version(store: Store, ref: ModelRef) -> Version:
-    """The version a predict call runs: the named one, or the model's default; READY only."""
+    """The version a predict call runs: the named one, or the model's default; READY only.
+
+    The result is shared between requests: callers must not modify it.
+    """
+    token = store.change_token()
+    if token is None:
+        return _serving_version(store, ref)
+    entry: tuple[Store, object, dict[ModelRef, Version]] | None = getattr(_cache, "entry", None)
+    if entry is None or entry[0] is not store or entry[1] != token:
+        entry = _cache.entry = (store, token, {})
+    version = entry[2].get(ref)
+    if version is None:
+        version = entry[2][ref] = _serving_version(store, ref)  # errors are never cached
+    return version
+
+
+def _serving_version(store: Store, ref: ModelRef) -> Version:
     model = get_model(store, ref)
     if ref.version is not None:
         version = store.get_version(ref.resource_name)

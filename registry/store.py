@@ -51,6 +51,11 @@ class Store(abc.ABC):
     def close(self) -> None:
         """Release connections."""
 
+    def change_token(self) -> object | None:
+        """A value that differs after any committed change, from any process; None if the backend
+        cannot tell cheaply (then readers must not cache). Compare tokens from one thread only."""
+        return None
+
     # Typed helpers shared by every backend.
     def get_model(self, name: str) -> Model | None:
         data = self.get("models", name)
@@ -91,6 +96,9 @@ class SqliteStore(Store):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        #: Bumped by this process's writes and transaction ends: PRAGMA data_version only sees
+        #: other connections' commits, not the calling connection's own.
+        self._writes = 0
         with self._conn() as conn:  # create the schema once, under the write lock
             conn.execute("BEGIN IMMEDIATE")
             for kind in KINDS:
@@ -136,6 +144,7 @@ class SqliteStore(Store):
                 conn.execute("COMMIT")
             finally:
                 local.depth = 0
+                self._writes += 1
 
     def _check(self, kind: str) -> None:
         if kind not in KINDS:
@@ -163,12 +172,19 @@ class SqliteStore(Store):
                 "ON CONFLICT(name) DO UPDATE SET parent = excluded.parent, body = excluded.body",
                 (name, parent, json.dumps(body)),
             )
+        self._writes += 1
 
     def delete(self, kind: str, name: str) -> bool:
         self._check(kind)
         with self._conn() as conn:
             cur = conn.execute(f"DELETE FROM {kind} WHERE name = ?", (name,))
+        self._writes += 1
         return cur.rowcount > 0
+
+    def change_token(self) -> object | None:
+        with self._conn() as conn:
+            (version,) = conn.execute("PRAGMA data_version").fetchone()
+        return (self._writes, version, id(conn))
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -1,0 +1,221 @@
+"""Adaptive batching: concurrent predict calls to one predictor run as one merged call.
+
+A model call costs a fixed overhead plus a little per row (a 100-tree forest takes about as long
+for 8 rows as for 1), so under concurrent load merging requests multiplies throughput. The policy:
+
+- A call that finds the predictor idle runs at once, alone: there is no added wait when idle and
+  no timer anywhere.
+- Calls that arrive while a call is running queue up. When the running call finishes, the queued
+  calls whose instances have the same layout (row type, length and element types) are merged, in
+  arrival order and up to `max_instances` instances, into one list; one of their own threads runs
+  the merged call and every caller gets back its own slice of the predictions, in order. So a
+  queued call waits at most for the call in flight, and batches grow only as far as the load does.
+- If the merged call fails, or does not return one prediction per instance, every request of the
+  batch runs again alone, so a bad request gets its own error and the others their predictions.
+- Requests with their own parameters, with rows of differing layouts, or with `max_instances`
+  instances or more are never merged (they run as they come).
+- Merging costs a thread handoff per request (some tens of microseconds under the GIL). For a
+  model whose lone call takes less than `min_call_s` (a linear model: a few hundred microseconds)
+  that costs more than it saves, so calls run straight through, concurrently, as without batching.
+  The lone-call time is measured as the server runs (a moving average), so batching engages by
+  itself for costly models (a 100-tree forest: milliseconds) and stays out of the way of cheap ones.
+
+Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
+the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
+For costly models one call at a time runs per predictor and process (parallelism comes from the
+worker processes); the requests waiting behind it form the next batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+PredictFn = Callable[[list[Any]], Any]
+
+#: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
+DEFAULT_MAX_INSTANCES = 64
+#: Lone calls faster than this are not worth merging (see the module docstring).
+DEFAULT_MIN_CALL_S = 0.002
+#: Weight of the newest lone-call duration in the moving average.
+_EMA_WEIGHT = 0.2
+
+_SCALARS = (int, float, str, bool)
+_PENDING: Any = object()
+
+
+def _row_key(row: Any) -> tuple[Any, ...] | None:
+    kind = type(row)
+    if kind is list:
+        return (list, len(row), *map(type, row))
+    if kind is dict:
+        return (dict, *row, *map(type, row.values()))
+    if kind in _SCALARS:
+        return (kind,)
+    return None
+
+
+def layout(instances: list[Any]) -> tuple[Any, ...] | None:
+    """A key shared by requests that can be merged, or None if this one must run alone.
+
+    Rows with the same length and element types give np.asarray (and TensorFlow) the same shape
+    and dtype merged as alone, so merging does not change what the model sees.
+    """
+    key = _row_key(instances[0])
+    if key is None:
+        return None
+    for row in instances[1:]:
+        if _row_key(row) != key:
+            return None
+    return key
+
+
+class _Call:
+    __slots__ = ("batch", "done", "error", "instances", "key", "result")
+
+    def __init__(self, instances: list[Any], key: tuple[Any, ...]) -> None:
+        self.instances = instances
+        self.key = key
+        # A plain lock as a one-shot signal: cheaper than an Event (a Condition plus a lock).
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = _PENDING
+        self.error: BaseException | None = None
+        #: Set when this call's thread is chosen to run the next batch (which includes itself).
+        self.batch: list[_Call] | None = None
+
+
+class Batcher:
+    """Merges concurrent `predict(instances)` calls to one predict function (see module doc)."""
+
+    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES,
+                 min_call_s: float = DEFAULT_MIN_CALL_S) -> None:
+        self._predict = predict
+        self.max_instances = max_instances
+        self.min_call_s = min_call_s
+        #: Moving average of lone-call durations (seconds); None until one is measured.
+        self.lone_call_s: float | None = None
+        self._running = 0  # lone calls in flight (more than one only for cheap models)
+        self._lock = threading.Lock()
+        self._busy = False
+        self._queue: deque[_Call] = deque()
+        #: Number of merged calls run (more than one request each), for tests and the benchmark.
+        self.merged_calls = 0
+
+    def predict(self, instances: list[Any]) -> Any:
+        key = layout(instances) if 0 < len(instances) < self.max_instances else None
+        if key is None:
+            return self._predict(instances)
+        cheap = self.lone_call_s is not None and self.lone_call_s < self.min_call_s
+        if cheap and not self._busy:
+            return self._timed(instances)
+        with self._lock:
+            if self._busy:
+                call: _Call | None = _Call(instances, key)
+                self._queue.append(call)  # type: ignore[arg-type]
+            else:
+                self._busy = True
+                call = None
+        if call is None:  # idle: straight through
+            try:
+                return self._timed(instances)
+            finally:
+                self._hand_off()
+        call.done.acquire()
+        if call.batch is not None:
+            try:
+                self._run(call.batch)
+            finally:
+                self._hand_off()
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def _timed(self, instances: list[Any]) -> Any:
+        """Run one request's call; if no other call of this batcher ran meanwhile, time it."""
+        self._running += 1  # racy without the GIL: it only steers the estimate
+        alone = self._running == 1
+        start = time.perf_counter()
+        try:
+            result = self._predict(instances)
+        finally:
+            self._running -= 1
+        elapsed = time.perf_counter() - start
+        if not alone or self._running:
+            return result
+        last = self.lone_call_s
+        self.lone_call_s = elapsed if last is None else last + _EMA_WEIGHT * (elapsed - last)
+        return result
+
+    def _hand_off(self) -> None:
+        """After a call: pick the next batch from the queue and wake its first thread to run it."""
+        with self._lock:
+            if not self._queue:
+                self._busy = False
+                return
+            head = self._queue.popleft()
+            batch, count, rest = [head], len(head.instances), deque[_Call]()
+            while self._queue:
+                call = self._queue.popleft()
+                if call.key == head.key and count + len(call.instances) <= self.max_instances:
+                    batch.append(call)
+                    count += len(call.instances)
+                else:
+                    rest.append(call)  # keeps its place for the next round
+            self._queue = rest
+        head.batch = batch
+        head.done.release()
+
+    def _run(self, batch: list[_Call]) -> None:
+        try:
+            if len(batch) > 1 and self._run_merged(batch):
+                return
+            for call in batch:
+                try:
+                    call.result = self._predict(call.instances)
+                except BaseException as exc:  # noqa: BLE001 - handed to that request's own thread
+                    call.error = exc
+        finally:
+            for call in batch[1:]:  # batch[0] is this thread's own call
+                if call.result is _PENDING and call.error is None:
+                    call.error = RuntimeError("the batch this request was part of did not run")
+                call.done.release()
+
+    def _run_merged(self, batch: list[_Call]) -> bool:
+        merged = [row for call in batch for row in call.instances]
+        try:
+            out = self._predict(merged)
+        except Exception:  # noqa: BLE001 - some request is bad: run them one by one
+            return False
+        if hasattr(out, "tolist"):
+            out = out.tolist()
+        elif not isinstance(out, list):
+            out = list(out)
+        if len(out) != len(merged):  # not one prediction per instance: cannot split it
+            return False
+        self.merged_calls += 1
+        start = 0
+        for call in batch:
+            end = start + len(call.instances)
+            call.result = out[start:end]
+            start = end
+        return True
+
+
+_BATCHERS: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
+_GUARD = threading.Lock()
+
+
+def batcher_for(predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
+    """The one Batcher of a loaded predictor (dropped with it)."""
+    batcher = _BATCHERS.get(predictor)
+    if batcher is None or batcher.max_instances != max_instances:
+        with _GUARD:
+            batcher = _BATCHERS.get(predictor)
+            if batcher is None or batcher.max_instances != max_instances:
+                batcher = _BATCHERS[predictor] = Batcher(predictor.predict, max_instances)
+    return batcher

@@ -1,0 +1,75 @@
+"""Importing frameworks once in gunicorn's master, before it forks the workers.
+
+Workers then start without importing scikit-learn/XGBoost themselves (faster cold start) and share
+the imported modules' memory copy-on-write (less memory per worker). This is only safe because
+nothing forked has threads: fork copies only the calling thread, so a thread pool started before
+the fork would be a dead pool in every worker. Hence:
+
+- Only scikit-learn and XGBoost are imported here, never TensorFlow (it starts threads on import);
+  XGBoost's OpenMP pool and TensorFlow start in each worker, after the fork.
+- BLAS (numpy's and scipy's OpenBLAS) starts its thread pool when the library loads. The master
+  sets OPENBLAS_NUM_THREADS=1 (unless the user chose a value) before the first numpy import, so
+  it loads without threads, and each worker computes BLAS on one thread: parallelism comes from
+  the worker processes, the same policy as XGBoost's one thread per call.
+- After importing, the master checks that it still runs one thread; if not, it says so loudly
+  (the fork would still work for pure-Python modules, but a framework broke the rule).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Iterable
+
+log = logging.getLogger("mlemu.preload")
+
+#: Framework -> the modules its models need in every worker (imported by unpickling or loading).
+MODULES: dict[str, tuple[str, ...]] = {
+    "SCIKIT_LEARN": ("numpy", "joblib", "sklearn.base", "sklearn.utils.validation",
+                     "predictors.sklearn"),
+    "XGBOOST": ("numpy", "xgboost", "predictors.xgboost"),
+}
+
+
+def threads() -> int:
+    """OS threads of this process (threading only sees Python's; native pools count here)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """Import the modules of `frameworks` (unknown ones and TENSORFLOW are skipped); returns them.
+
+    `environ` is the process environment, passed in so that this module does not read it itself
+    (settings.py is the only reader); only OPENBLAS_NUM_THREADS is set, and only if unset.
+    """
+    wanted: list[str] = []
+    for framework in frameworks:
+        for name in MODULES.get(framework.upper(), ()):
+            if name not in wanted:
+                wanted.append(name)
+    if not wanted:
+        return []
+    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    before = threads()
+    done = []
+    for name in wanted:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # e.g. xgboost not installed: the worker will say so on load
+            log.warning("not preloading %s: %s", name, exc)
+            continue
+        done.append(name)
+    after = threads()
+    if after > before:
+        log.warning("preloading %s started %d thread(s); workers forked from here may hang in "
+                    "those libraries", ", ".join(done), after - before)
+    # Objects that exist now are never collected: the collector then never writes to their pages,
+    # so the workers keep sharing them (https://docs.python.org/3/library/gc.html#gc.freeze).
+    gc.freeze()
+    return done

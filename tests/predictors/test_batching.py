@@ -1,0 +1,252 @@
+"""Adaptive batching (predictors/batching.py): merging, grouping by layout, per-request errors,
+concurrency, the idle pass-through, and which predictors are batched at all.
+
+Batches are formed deterministically: a gated model call holds the predictor busy while the test
+queues requests behind it, then opens the gate. No timing is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import dataplane
+import predictors
+from errors import PredictionFailed
+from payloads import ANONYMOUS, ModelRef, PredictRequest
+from predictors import batching
+from tests import modelkit
+
+
+class Recorder:
+    """A predict function recording its calls; the first call waits for `gate` to open."""
+
+    def __init__(self, inner=None):
+        self.inner = inner or (lambda rows: [sum(r) if isinstance(r, list) else r for r in rows])
+        self.calls: list[list] = []
+        self.threads: list[int] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def __call__(self, instances):
+        self.calls.append(list(instances))
+        self.threads.append(threading.get_ident())
+        if len(self.calls) == 1:
+            self.entered.set()
+            assert self.gate.wait(30), "test gate never opened"
+        return self.inner(instances)
+
+
+def _queue_behind_busy_call(batcher, recorder, requests):
+    """Run requests[0] (held at the gate), queue the rest behind it, open the gate; results."""
+    results: dict[int, object] = {}
+
+    def run(i, instances):
+        try:
+            results[i] = batcher.predict(instances)
+        except Exception as exc:
+            results[i] = exc
+
+    first = threading.Thread(target=run, args=(0, requests[0]))
+    first.start()
+    assert recorder.entered.wait(30)
+    others = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests) if i]
+    for thread in others:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(batcher._queue) < len(others) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(batcher._queue) == len(others)
+    recorder.gate.set()
+    for thread in [first, *others]:
+        thread.join(30)
+    return results
+
+
+def test_idle_request_runs_straight_through_on_its_own_thread():
+    recorder = Recorder()
+    recorder.gate.set()
+    batcher = batching.Batcher(recorder, min_call_s=0)
+    assert batcher.predict([[1, 2], [3, 4]]) == [3, 7]
+    assert recorder.calls == [[[1, 2], [3, 4]]]
+    assert recorder.threads == [threading.get_ident()]
+    assert batcher.merged_calls == 0 and not batcher._busy
+
+
+def test_queued_requests_merge_and_each_gets_its_own_slice():
+    recorder = Recorder()
+    batcher = batching.Batcher(recorder, min_call_s=0)
+    requests = [[[0, 0]], [[1, 1]], [[2, 2], [3, 3]], [[4, 4]]]
+    results = _queue_behind_busy_call(batcher, recorder, requests)
+    assert results == {0: [0], 1: [2], 2: [4, 6], 3: [8]}
+    assert len(recorder.calls) == 2  # the first alone, then one merged call for the three queued
+    assert sorted(map(tuple, recorder.calls[1])) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    assert batcher.merged_calls == 1 and not batcher._busy
+
+
+def test_mixed_shapes_in_one_window_are_grouped_by_layout():
+    recorder = Recorder()
+    batcher = batching.Batcher(recorder, min_call_s=0)
+    requests = [[[0, 0]], [[1, 1]], [[1, 1, 1]], [[2, 2]], [[2, 2, 2]], [[1.5, 1.5]], [[1, "a"]]]
+    results = _queue_behind_busy_call(batcher, recorder, requests)
+    assert results[1] == [2] and results[3] == [4] and results[5] == [3.0]
+    assert results[2] == [3] and results[4] == [6]
+    assert isinstance(results[6], TypeError)  # its own error; it was never merged with others
+    widths = sorted(sorted({(len(r), type(r[1]).__name__) for r in call}) for call in recorder.calls[1:])
+    # [1,1] and [2,2] (ints) merged; 3-wide rows merged; floats and the string row alone.
+    assert widths == [[(2, "float")], [(2, "int")], [(2, "str")], [(3, "int")]]
+    assert [len(c) for c in recorder.calls[1:] if len(c[0]) == 2 and type(c[0][1]) is int] == [2]
+
+
+def test_bounded_batch_size():
+    recorder = Recorder()
+    batcher = batching.Batcher(recorder, max_instances=4, min_call_s=0)
+    requests = [[[0]], *[[[i], [i]] for i in range(1, 6)]]  # five queued requests of two rows
+    results = _queue_behind_busy_call(batcher, recorder, requests)
+    assert results == {0: [0], **{i: [i, i] for i in range(1, 6)}}
+    assert [len(c) for c in recorder.calls] == [1, 4, 4, 2]
+    assert recorder.calls[1] == [[1], [1], [2], [2]]  # arrival order kept
+
+
+def test_large_and_irregular_requests_are_never_merged():
+    recorder = Recorder()
+    recorder.gate.set()
+    batcher = batching.Batcher(recorder, max_instances=4, min_call_s=0)
+    assert batcher.predict([[1]] * 4) == [1] * 4
+    assert batcher.predict([[1], [1, 2]]) == [1, 3]
+    assert batching.layout([[1], [1, 2]]) is None
+    assert batching.layout([{"a": 1}, {"a": 2}]) == batching.layout([{"a": 5}])
+    assert batching.layout([{"a": 1}]) != batching.layout([{"b": 1}])
+    assert not batcher._busy
+
+
+def test_cheap_models_run_straight_through_concurrently():
+    recorder = Recorder()
+    recorder.gate.set()
+    batcher = batching.Batcher(recorder, min_call_s=1.0)  # a call of microseconds is cheap
+    assert batcher.predict([[1, 2]]) == [3]
+    assert batcher.lone_call_s is not None and batcher.lone_call_s < batcher.min_call_s
+    # Now calls bypass the queue: two at once both run, neither waits for the other.
+    both_inside = threading.Barrier(2, timeout=30)
+
+    def meet(rows):
+        both_inside.wait()
+        return [sum(r) for r in rows]
+
+    batcher._predict = meet
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(batcher.predict, [[[1, 1]], [[2, 2]]])) == [[2], [4]]
+    assert batcher.merged_calls == 0 and not batcher._busy
+
+
+def test_costly_models_are_batched_once_measured():
+    recorder = Recorder(lambda rows: (time.sleep(0.01), [sum(r) for r in rows])[1])
+    recorder.gate.set()
+    batcher = batching.Batcher(recorder, min_call_s=0.005)
+    batcher.predict([[1]])
+    assert batcher.lone_call_s >= 0.01 > batcher.min_call_s  # slept 10 ms: worth merging
+
+
+def test_one_bad_request_in_a_batch_gets_its_own_error(tmp_path):
+    model = modelkit.sklearn_model(tmp_path / "m", "logreg", features=2)
+    predictor, _ = predictors.load(str(tmp_path / "m"))
+    recorder = Recorder(predictor.predict)
+    batcher = batching.Batcher(recorder, min_call_s=0)
+    good = [[[0.5, 1.0]], [[-1.0, 2.0], [3.0, -4.0]], [[2.0, 2.0]]]
+    bad = [[float("nan"), 1.0]]  # same layout as the others; scikit-learn refuses NaN
+    requests = [good[0], good[1], bad, good[2]]
+    results = _queue_behind_busy_call(batcher, recorder, requests)
+    assert isinstance(results[2], PredictionFailed)
+    assert "NaN" in results[2].message
+    for i, rows in ((0, good[0]), (1, good[1]), (3, good[2])):
+        assert results[i] == model.predict(np.array(rows)).tolist()
+    # The merged call failed, then each request ran alone.
+    assert batcher.merged_calls == 0 and len(recorder.calls) == 2 + 3
+
+
+def test_merged_call_with_the_wrong_number_of_predictions_falls_back():
+    recorder = Recorder(lambda rows: [len(rows)])  # one answer per call, not per instance
+    batcher = batching.Batcher(recorder, min_call_s=0)
+    results = _queue_behind_busy_call(batcher, recorder, [[[0]], [[1]], [[2]]])
+    assert results == {0: [1], 1: [1], 2: [1]}
+    assert batcher.merged_calls == 0
+
+
+def test_many_threads_each_get_exactly_their_own_predictions(tmp_path):
+    model = modelkit.sklearn_model(tmp_path / "m", "linreg", features=3)
+    predictor, _ = predictors.load(str(tmp_path / "m"))
+    batcher = batching.Batcher(predictor.predict, max_instances=16, min_call_s=0)
+    rng = np.random.default_rng(7)
+
+    def client(seed):
+        rows = np.random.default_rng(seed).normal(size=(40, 3))
+        got = []
+        for start in range(0, 40, 1 + seed % 3):  # requests of 1 to 3 rows, in order
+            chunk = rows[start:start + 1 + seed % 3].tolist()
+            got.extend(batcher.predict(chunk))
+        return rows, got
+
+    with ThreadPoolExecutor(32) as pool:
+        outcomes = list(pool.map(client, rng.integers(0, 10_000, size=64).tolist()))
+    for rows, got in outcomes:
+        assert got == pytest.approx(model.predict(rows).tolist(), rel=1e-12)
+    assert not batcher._busy and not batcher._queue
+
+
+OPT_IN_SOURCE = modelkit.CUSTOM_PREDICTOR_SOURCE.replace(
+    "class ScalePredictor:", "class ScalePredictor:\n    batchable = True\n")
+
+
+@pytest.fixture
+def served(tmp_path, make_app):
+    """An app with a scikit-learn version and two custom versions (one opted in to batching)."""
+    modelkit.sklearn_model(tmp_path / "sk", "linreg", features=2)
+    modelkit.custom_model_dir(tmp_path / "custom", 2.0)
+    plain = modelkit.custom_package(tmp_path / "plain", kind="dir")
+    opted = modelkit.custom_package(tmp_path / "opted", source=OPT_IN_SOURCE, kind="dir")
+    custom = {"deploymentUri": "custom", "predictionClass": "scale_predictor.ScalePredictor"}
+    config = modelkit.bootstrap_file(tmp_path / "mlemu.yaml", {
+        "sk": {"versions": {"v1": {"deploymentUri": "sk"}}},
+        "plain": {"versions": {"v1": {**custom, "packageUris": [str(plain)]}}},
+        "opted": {"versions": {"v1": {**custom, "packageUris": [str(opted)]}}},
+    })
+    return make_app(config).emu
+
+
+@pytest.mark.parametrize(("model", "batched"), [("sk", True), ("plain", False), ("opted", True)])
+def test_dataplane_batches_built_ins_and_custom_predictors_that_opt_in(served, model, batched):
+    ref = ModelRef("p", model)
+    _, predictor = dataplane.resolve(served, ANONYMOUS, ref, "ml.models.predict")
+    assert predictor.batchable is batched
+    out = dataplane.predict(served, ANONYMOUS, ref, PredictRequest([[1.0, 2.0], [0.5, 0.5]], {}))
+    assert len(out.predictions) == 2
+    assert (batching._BATCHERS.get(predictor) is not None) is batched
+
+
+def test_requests_with_parameters_are_not_merged(served):
+    ref = ModelRef("p", "opted")
+    _, predictor = dataplane.resolve(served, ANONYMOUS, ref, "ml.models.predict")
+    out = dataplane.predict(served, ANONYMOUS, ref, PredictRequest([[1.0, 2.0]], {"threshold": 1.0}))
+    assert out.predictions == [{"score": 6.0, "above": True, "kwargs": []}]
+    assert batching._BATCHERS.get(predictor) is None
+
+
+def test_concurrent_http_requests_each_get_their_own_predictions(tmp_path, make_app):
+    model = modelkit.sklearn_model(tmp_path / "sk", "linreg", features=3)
+    config = modelkit.bootstrap_file(tmp_path / "mlemu.yaml", {
+        "sk": {"versions": {"v1": {"deploymentUri": "sk"}}}})
+    client = make_app(config)
+
+    def one(seed):
+        rows = np.random.default_rng(seed).normal(size=(1 + seed % 4, 3))
+        response = client.post("/v1/projects/p/models/sk:predict", json={"instances": rows.tolist()})
+        assert response.status_code == 200, response.text
+        return rows, response.json["predictions"]
+
+    with ThreadPoolExecutor(16) as pool:
+        for rows, got in pool.map(one, range(400)):
+            assert got == pytest.approx(model.predict(rows).tolist(), rel=1e-12)

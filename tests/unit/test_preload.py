@@ -1,0 +1,44 @@
+"""Preloading frameworks in gunicorn's master: which ones, and that it starts no thread."""
+
+import json
+import subprocess
+import sys
+
+from registry import bootstrap
+from tests import modelkit
+from tests.conftest import ROOT
+
+
+def test_frameworks_of_a_bootstrap_file(tmp_path):
+    modelkit.sklearn_model(tmp_path / "sk", "logreg")
+    modelkit.xgboost_model(tmp_path / "xgb")
+    modelkit.custom_model_dir(tmp_path / "custom", 2.0)
+    config = modelkit.bootstrap_file(tmp_path / "mlemu.yaml", {
+        "sk": {"versions": {"v1": {"deploymentUri": "sk"}}},  # detected from model.joblib
+        "xgb": {"versions": {"v1": {"deploymentUri": "xgb"}}},  # detected from model.bst
+        "tf": {"versions": {"v1": {"deploymentUri": "nowhere", "framework": "tensorflow"}}},
+        "custom": {"versions": {"v1": {"deploymentUri": "custom", "predictionClass": "m.P"}}},
+    })
+    assert bootstrap.frameworks(config) == {"SCIKIT_LEARN", "XGBOOST", "TENSORFLOW"}
+    assert bootstrap.frameworks(None) == set()
+    (tmp_path / "bad.yaml").write_text("projects: [")
+    assert bootstrap.frameworks(tmp_path / "bad.yaml") == set()  # the workers report it
+
+
+def test_preload_imports_frameworks_without_starting_threads():
+    code = (
+        "import json, os, sys\n"
+        "from predictors.preload import preload, threads\n"
+        "before = threads()\n"
+        "done = preload(['SCIKIT_LEARN', 'XGBOOST', 'TENSORFLOW'], os.environ)\n"
+        "print(json.dumps({'before': before, 'after': threads(), 'done': done,\n"
+        "                  'blas': os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+        "                  'tf': 'tensorflow' in sys.modules, 'sk': 'sklearn.base' in sys.modules}))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env=env)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["after"] == result["before"]  # safe to fork: no pool was started
+    assert result["blas"] == "1" and result["sk"] and not result["tf"]
+    assert "xgboost" in result["done"] and "predictors.sklearn" in result["done"]
