@@ -17,12 +17,11 @@ import psycopg
 import pytest
 
 from errors import Unavailable
-from registry import tasks
 from registry.resources import Model
 from registry.store import SqliteStore, Store, open_store
 from registry.store_postgres import PostgresStore
 from tests.conftest import free_port
-from tests.unit.test_tasks import race
+from tests.unit.test_tasks import adopt_orphan_race
 
 pytestmark = pytest.mark.slow
 
@@ -156,32 +155,8 @@ def test_unreachable_server_is_a_clear_error() -> None:
         open_store("mysql://x/y", Path("."))
 
 
-RUNS: list[str] = []
-_LOCK = threading.Lock()
-
-
-def _work(context: Any, task: tasks.Task) -> str:
-    with _LOCK:
-        RUNS.append(task.name)
-    time.sleep(0.2)  # long enough for the other runners to try their luck meanwhile
-    return str(context)
-
-
-def _finish(context: Any, task: tasks.Task, result: Any, error: Any) -> None:
-    RUNS.append(f"finished by {result}")
-
-
-tasks.register("TEST_PG_COUNTED", _work, _finish)
-
-
 def test_an_orphan_is_adopted_by_exactly_one_runner(db_url: str) -> None:
-    seed = PostgresStore(db_url)
-    with seed.transaction():
-        tasks.put(seed, tasks.Task("op-1", "TEST_PG_COUNTED", "target", {}, "gone|b|n|1|1|x",
-                                   time.time() - 1))
-    race([tasks.TaskRunner(PostgresStore(db_url), f"runner-{i}") for i in range(4)])
-    assert RUNS[0] == "op-1" and len(RUNS) == 2 and RUNS[1].startswith("finished by runner-")
-    assert tasks.pending(seed) == []
+    adopt_orphan_race(lambda: PostgresStore(db_url))
 
 
 def test_requests_answer_503_while_the_database_is_unreachable(make_app: Any, db_url: str) -> None:

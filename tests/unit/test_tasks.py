@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from registry import tasks
-from registry.store import SqliteStore
+from registry.store import SqliteStore, Store
 
 RUNS: list[str] = []
 FINISHED: list[tuple[str, str]] = []
@@ -30,8 +31,16 @@ def _finish(context: Any, task: tasks.Task, result: Any, error: Any) -> None:
 tasks.register("TEST_COUNTED", _work, _finish)
 
 
-def race(runners: list[tasks.TaskRunner]) -> None:
-    """Let every runner tick at the same moment, then wait until each has finished its work."""
+def adopt_orphan_race(make_store: Callable[[], Store]) -> None:
+    """An orphaned task seen by 4 runners at the same moment, each on its own connection to one
+    shared store, is run and finished by exactly one of them."""
+    RUNS.clear()
+    FINISHED.clear()
+    seed = make_store()
+    with seed.transaction():
+        tasks.put(seed, tasks.Task("op-1", "TEST_COUNTED", "target", {}, "gone|b|n|1|1|x",
+                                   time.time() - 1))
+    runners = [tasks.TaskRunner(make_store(), f"runner-{i}") for i in range(4)]
     start = threading.Barrier(len(runners))
 
     def tick(runner: tasks.TaskRunner) -> None:
@@ -45,18 +54,14 @@ def race(runners: list[tasks.TaskRunner]) -> None:
         t.join(timeout=30)
     for runner in runners:
         assert runner.wait_idle(30)
+    assert RUNS == ["op-1"]
+    assert len(FINISHED) == 1 and FINISHED[0][1].startswith("runner-")
+    assert tasks.pending(seed) == []
 
 
 def test_an_orphan_is_adopted_by_exactly_one_of_many_runners(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite3"
-    seed = SqliteStore(path)
-    with seed.transaction():
-        tasks.put(seed, tasks.Task("op-1", "TEST_COUNTED", "target", {}, "gone|b|n|1|1|x",
-                                   time.time() - 1))
-    race([tasks.TaskRunner(SqliteStore(path), f"runner-{i}") for i in range(4)])
-    assert RUNS == ["op-1"]
-    assert len(FINISHED) == 1 and FINISHED[0][1].startswith("runner-")
-    assert tasks.pending(seed) == []
+    adopt_orphan_race(lambda: SqliteStore(path))
 
 
 def test_a_pid_is_compared_only_on_the_same_known_machine() -> None:
