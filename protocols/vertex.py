@@ -25,16 +25,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app
 from werkzeug.exceptions import HTTPException
 
-import auth
 import dataplane
 from api._google import error_response
 from emulator import VERTEX_MODEL, VERTEX_VERSION, Emulator, vertex_version_name
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import ModelRef, PredictRequest
-from protocols._http import decode_json, json_response, read_body
+from protocols._http import decode_json, json_response, read_body, request_caller
 from protocols.aiplatform import encode_predictions
 from settings import Settings
 
@@ -84,7 +83,7 @@ def predict() -> Response:
     emu = _emulator()
     body = decode_json(read_body(emu.settings.max_request_bytes))
     req = decode_request(body)
-    caller = auth.identify(emu, request.headers)
+    caller = request_caller()
     ref = ModelRef(emu.settings.default_project, VERTEX_MODEL, VERTEX_VERSION)
     result = dataplane.predict(emu, caller, ref, req)
     out: dict[str, Any] = {"predictions": encode_predictions(result.predictions)}
