@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from auth import identity
 from auth.config import IamConfig, IamConfigError, load
 from auth.policy import (
     KIND,
@@ -30,7 +29,7 @@ from auth.policy import (
     policy_to_storage,
     project_of,
 )
-from errors import PermissionDenied
+from errors import PermissionDenied, Unauthenticated
 from payloads import ANONYMOUS, Caller
 
 if TYPE_CHECKING:
@@ -77,6 +76,8 @@ def identify(emu: Emulator, headers: Headers) -> Caller:
     """The verified caller behind a request's headers (anonymous when IAM is off)."""
     if not enforced(emu):
         return ANONYMOUS
+    from auth import identity  # google-auth's JWT code loads only when IAM is enforced
+
     return identity.identify(emu.settings, _config(emu), headers)
 
 
@@ -103,19 +104,25 @@ def granted(emu: Emulator, caller: Caller, resource: str) -> frozenset[str]:
     return frozenset(held)
 
 
+def _missing_credentials() -> Unauthenticated:
+    from auth import identity
+
+    return identity.missing_credentials()
+
+
 def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> None:
     """Raise unless `caller` holds `permission` on `resource` (401 anonymous, 403 otherwise)."""
     if not enforced(emu) or permission in granted(emu, caller, resource):
         return
     if caller.is_anonymous:
-        raise identity.missing_credentials()
+        raise _missing_credentials()
     raise denied(permission, resource)
 
 
 def require_authenticated(emu: Emulator, caller: Caller) -> None:
     """For routes that name no resource (server metadata): any verified caller may use them."""
     if enforced(emu) and caller.is_anonymous:
-        raise identity.missing_credentials()
+        raise _missing_credentials()
 
 
 def held_permissions(emu: Emulator, caller: Caller, resource: str,
@@ -127,7 +134,7 @@ def held_permissions(emu: Emulator, caller: Caller, resource: str,
     held = granted(emu, caller, resource)
     subset = [p for p in wanted if p in held]
     if not subset and caller.is_anonymous:
-        raise identity.missing_credentials()
+        raise _missing_credentials()
     return subset
 
 

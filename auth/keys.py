@@ -23,9 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-
 #: Certificates fetched from a URL are kept this long when the answer has no max-age.
 DEFAULT_CERTS_TTL_S = 3600.0
 _MAX_AGE = re.compile(r"max-age=(\d+)")
@@ -36,6 +33,9 @@ class KeyMaterialError(ValueError):
 
 
 def _public_pem(private_pem: str) -> str:
+    # cryptography is imported where keys are read, not when the server starts with IAM off.
+    from cryptography.hazmat.primitives import serialization
+
     key = serialization.load_pem_private_key(private_pem.encode(), password=None)
     return key.public_key().public_bytes(serialization.Encoding.PEM,
                                          serialization.PublicFormat.SubjectPublicKeyInfo).decode()
@@ -48,6 +48,9 @@ def _b64url_int(value: str) -> int:
 def _jwk_pem(jwk: dict[str, Any]) -> str:
     if jwk.get("kty") != "RSA":
         raise ValueError(f"unsupported JWK key type {jwk.get('kty')!r} (RSA only)")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     numbers = rsa.RSAPublicNumbers(_b64url_int(jwk["e"]), _b64url_int(jwk["n"]))
     return numbers.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
