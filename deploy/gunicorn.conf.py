@@ -1,7 +1,9 @@
 """gunicorn settings for mlemu, read from the same environment as settings.py.
 
 Workers are threads-in-processes (gthread): model calls release the GIL for most of their time,
-and processes give the rest of the request path real parallelism. How many of each follows the
+and processes give the rest of the request path real parallelism. The worker class is gthread
+with one change, deploy/worker.py: a keep-alive connection that stays busy is served by the thread
+it is on instead of going back to the main loop between requests. How many of each follows the
 CPUs this container may use unless MLEMU_WORKERS / MLEMU_THREADS say otherwise
 (Settings.worker_layout). The app is not preloaded: each worker opens the store after the fork.
 The master imports only the thread-free scikit-learn and XGBoost modules the bootstrap file needs
@@ -34,7 +36,7 @@ _settings = Settings.from_env()
 
 bind = f"{_settings.host}:{_settings.port}"
 workers, threads = _settings.worker_layout()
-worker_class = "gthread"
+worker_class = "deploy.worker.KeepAliveThreadWorker"
 preload_app = False
 # Cloud Run sends SIGTERM and kills 10 s later: finish in-flight requests within 8 s.
 graceful_timeout = 8
