@@ -32,6 +32,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.unimplemented import register_unimplemented
     from emulator import build_emulator
+    from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
@@ -54,6 +55,9 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
+    # Plain :predict requests are served before Flask's per-request machinery (same steps).
+    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
+        flask_app.wsgi_app, flask_app.extensions["mlemu"])
     return flask_app
 
 

@@ -9,23 +9,37 @@ keyword argument (built-in frameworks refuse unknown keys). Success is `{"predic
 A failure inside the model is HTTP 400 `{"error": "Prediction failed: ..."}`, as the real
 service answers; resource and request errors use the Google error object.
 Spec: https://cloud.google.com/ai-platform/prediction/docs/reference/rest/v1/projects/predict
+
+Two entry points run the same steps: the Flask views, and `PredictFastPath`, a WSGI middleware
+that serves plain requests to these routes before Flask's per-request machinery (see its
+docstring); create_app installs it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app
+from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import HTTPException
 
+import auth
 import dataplane
+import wirejson
 from api._google import check_standard_params, error_response, json_response
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
-from payloads import ModelRef, PredictRequest
-from protocols._http import decode_json, read_body, request_caller
+from payloads import Caller, ModelRef, PredictRequest
+from protocols._http import decode_json, payload_too_large, read_body, request_caller
 from protocols._http import json_response as plain_json
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 log = logging.getLogger("mlemu.aiplatform")
 bp = Blueprint("aiplatform", __name__)
@@ -64,14 +78,18 @@ def encode_predictions(predictions: Any) -> Any:
     return predictions
 
 
+def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, body: Any) -> Any:
+    """The use case between the decoded body and the `predictions` value (both entry points)."""
+    result = dataplane.predict(emu, caller, ref, decode_request(body))
+    return encode_predictions(result.predictions)
+
+
 def _predict(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
     check_standard_params()
     body = decode_json(read_body(emu.settings.max_request_bytes))
-    req = decode_request(body)
-    result = dataplane.predict(emu, caller, ref, req)
-    return json_response({"predictions": encode_predictions(result.predictions)})
+    return json_response({"predictions": _predictions(emu, caller, ref, body)})
 
 
 @bp.post("/v1/projects/<project>/models/<model>:predict")
@@ -84,11 +102,15 @@ def predict_version(project: str, model: str, version: str) -> Response:
     return _predict(ModelRef(project, model, version))
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
+def render_error(exc: ApiError) -> Response:
     if isinstance(exc, PredictionFailed):
         return plain_json({"error": exc.message}, exc.http_status)
     return error_response(exc)
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError) -> Response:
+    return render_error(exc)
 
 
 @bp.errorhandler(Exception)
@@ -98,3 +120,66 @@ def _unexpected(exc: Exception) -> Response:
     log.exception("prediction failed unexpectedly")
     return error_response(Internal("Internal error encountered."))
 
+
+#: The plain :predict paths the fast path serves; names outside [A-Za-z0-9_-] (which AI
+#: Platform does not allow anyway) go through Flask's router, which has the last word on them.
+_PREDICT_PATH = re.compile(r"/v1/projects/([\w-]+)/models/([\w-]+)(?:/versions/([\w-]+))?:predict",
+                           re.ASCII)
+_JSON_HEADERS = ("Content-Type", "application/json")
+
+
+class PredictFastPath:
+    """WSGI middleware in front of Flask serving plain `:predict` requests without it.
+
+    Flask's per-request machinery (request and app contexts, URL matching, Response objects)
+    costs about as much GIL time as a small scikit-learn prediction; this is the route users
+    send the most requests to. A request qualifies when it is a POST with a Content-Length, a
+    path `_PREDICT_PATH` matches, no query string other than `alt=json` (what Google's client
+    library sends) and no Vertex AI routes are configured that could shadow it. It then runs the
+    same steps as the Flask view (identify the caller, bounded body, decode, `_predictions`,
+    this route's error shapes); anything else (`fields`, `prettyPrint`, chunked bodies, other
+    methods, unusual names) goes to Flask unchanged. tests/api/test_predict_fastpath.py checks
+    that both answer alike, byte for byte.
+    """
+
+    def __init__(self, app: WSGIApp, emu: Emulator) -> None:
+        self.app = app
+        self.emu = emu
+        self.enabled = emu.settings.vertex is None
+
+    def route(self, environ: dict[str, Any]) -> ModelRef | None:
+        """The model a request for the fast path addresses, or None if Flask should serve it."""
+        if not self.enabled or environ.get("REQUEST_METHOD") != "POST":
+            return None
+        if environ.get("QUERY_STRING", "") not in ("", "alt=json"):
+            return None
+        if not str(environ.get("CONTENT_LENGTH", "")).isdigit():
+            return None
+        match = _PREDICT_PATH.fullmatch(environ.get("PATH_INFO", ""))
+        if match is None:
+            return None
+        return ModelRef(*match.groups())  # type: ignore[arg-type]
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        ref = self.route(environ)
+        if ref is None:
+            return self.app(environ, start_response)
+        try:
+            answer = self._serve(environ, ref)
+        except ApiError as exc:
+            return render_error(exc)(environ, start_response)
+        except Exception:  # the client gets this route's INTERNAL error object, logged
+            log.exception("prediction failed unexpectedly")
+            return error_response(Internal("Internal error encountered."))(environ, start_response)
+        start_response("200 OK", [_JSON_HEADERS, ("Content-Length", str(len(answer)))])
+        return [answer]
+
+    def _serve(self, environ: dict[str, Any], ref: ModelRef) -> bytes:
+        emu = self.emu
+        caller = auth.identify(emu, EnvironHeaders(environ))
+        limit = emu.settings.max_request_bytes
+        length = int(environ["CONTENT_LENGTH"])
+        if length > limit:
+            raise payload_too_large(limit)
+        body = decode_json(environ["wsgi.input"].read(length))
+        return wirejson.dumps({"predictions": _predictions(emu, caller, ref, body)})
