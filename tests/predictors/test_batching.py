@@ -70,7 +70,7 @@ def _queue_behind_busy_call(batcher, recorder, requests):
 def test_idle_request_runs_straight_through_on_its_own_thread():
     recorder = Recorder()
     recorder.gate.set()
-    batcher = batching.Batcher(recorder, min_call_s=0)
+    batcher = batching.Batcher(recorder)
     assert batcher.predict([[1, 2], [3, 4]]) == [3, 7]
     assert recorder.calls == [[[1, 2], [3, 4]]]
     assert recorder.threads == [threading.get_ident()]
@@ -79,7 +79,7 @@ def test_idle_request_runs_straight_through_on_its_own_thread():
 
 def test_queued_requests_merge_and_each_gets_its_own_slice():
     recorder = Recorder()
-    batcher = batching.Batcher(recorder, min_call_s=0)
+    batcher = batching.Batcher(recorder)
     requests = [[[0, 0]], [[1, 1]], [[2, 2], [3, 3]], [[4, 4]]]
     results = _queue_behind_busy_call(batcher, recorder, requests)
     assert results == {0: [0], 1: [2], 2: [4, 6], 3: [8]}
@@ -90,7 +90,7 @@ def test_queued_requests_merge_and_each_gets_its_own_slice():
 
 def test_mixed_shapes_in_one_window_are_grouped_by_layout():
     recorder = Recorder()
-    batcher = batching.Batcher(recorder, min_call_s=0)
+    batcher = batching.Batcher(recorder)
     requests = [[[0, 0]], [[1, 1]], [[1, 1, 1]], [[2, 2]], [[2, 2, 2]], [[1.5, 1.5]], [[1, "a"]]]
     results = _queue_behind_busy_call(batcher, recorder, requests)
     assert results[1] == [2] and results[3] == [4] and results[5] == [3.0]
@@ -104,7 +104,7 @@ def test_mixed_shapes_in_one_window_are_grouped_by_layout():
 
 def test_bounded_batch_size():
     recorder = Recorder()
-    batcher = batching.Batcher(recorder, max_instances=4, min_call_s=0)
+    batcher = batching.Batcher(recorder, max_instances=4)
     requests = [[[0]], *[[[i], [i]] for i in range(1, 6)]]  # five queued requests of two rows
     results = _queue_behind_busy_call(batcher, recorder, requests)
     assert results == {0: [0], **{i: [i, i] for i in range(1, 6)}}
@@ -115,7 +115,7 @@ def test_bounded_batch_size():
 def test_large_and_irregular_requests_are_never_merged():
     recorder = Recorder()
     recorder.gate.set()
-    batcher = batching.Batcher(recorder, max_instances=4, min_call_s=0)
+    batcher = batching.Batcher(recorder, max_instances=4)
     assert batcher.predict([[1]] * 4) == [1] * 4
     assert batcher.predict([[1], [1, 2]]) == [1, 3]
     assert batching.layout([[1], [1, 2]]) is None
@@ -124,38 +124,11 @@ def test_large_and_irregular_requests_are_never_merged():
     assert not batcher._busy
 
 
-def test_cheap_models_run_straight_through_concurrently():
-    recorder = Recorder()
-    recorder.gate.set()
-    batcher = batching.Batcher(recorder, min_call_s=1.0)  # a call of microseconds is cheap
-    assert batcher.predict([[1, 2]]) == [3]
-    assert batcher.lone_call_s is not None and batcher.lone_call_s < batcher.min_call_s
-    # Now calls bypass the queue: two at once both run, neither waits for the other.
-    both_inside = threading.Barrier(2, timeout=30)
-
-    def meet(rows):
-        both_inside.wait()
-        return [sum(r) for r in rows]
-
-    batcher._predict = meet
-    with ThreadPoolExecutor(2) as pool:
-        assert list(pool.map(batcher.predict, [[[1, 1]], [[2, 2]]])) == [[2], [4]]
-    assert batcher.merged_calls == 0 and not batcher._busy
-
-
-def test_costly_models_are_batched_once_measured():
-    recorder = Recorder(lambda rows: (time.sleep(0.01), [sum(r) for r in rows])[1])
-    recorder.gate.set()
-    batcher = batching.Batcher(recorder, min_call_s=0.005)
-    batcher.predict([[1]])
-    assert batcher.lone_call_s >= 0.01 > batcher.min_call_s  # slept 10 ms: worth merging
-
-
 def test_one_bad_request_in_a_batch_gets_its_own_error(tmp_path):
     model = modelkit.sklearn_model(tmp_path / "m", "logreg", features=2)
     predictor, _ = predictors.load(str(tmp_path / "m"))
     recorder = Recorder(predictor.predict)
-    batcher = batching.Batcher(recorder, min_call_s=0)
+    batcher = batching.Batcher(recorder)
     good = [[[0.5, 1.0]], [[-1.0, 2.0], [3.0, -4.0]], [[2.0, 2.0]]]
     bad = [[float("nan"), 1.0]]  # same layout as the others; scikit-learn refuses NaN
     requests = [good[0], good[1], bad, good[2]]
@@ -170,7 +143,7 @@ def test_one_bad_request_in_a_batch_gets_its_own_error(tmp_path):
 
 def test_merged_call_with_the_wrong_number_of_predictions_falls_back():
     recorder = Recorder(lambda rows: [len(rows)])  # one answer per call, not per instance
-    batcher = batching.Batcher(recorder, min_call_s=0)
+    batcher = batching.Batcher(recorder)
     results = _queue_behind_busy_call(batcher, recorder, [[[0]], [[1]], [[2]]])
     assert results == {0: [1], 1: [1], 2: [1]}
     assert batcher.merged_calls == 0
@@ -179,7 +152,7 @@ def test_merged_call_with_the_wrong_number_of_predictions_falls_back():
 def test_many_threads_each_get_exactly_their_own_predictions(tmp_path):
     model = modelkit.sklearn_model(tmp_path / "m", "linreg", features=3)
     predictor, _ = predictors.load(str(tmp_path / "m"))
-    batcher = batching.Batcher(predictor.predict, max_instances=16, min_call_s=0)
+    batcher = batching.Batcher(predictor.predict, max_instances=16)
     rng = np.random.default_rng(7)
 
     def client(seed):
