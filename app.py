@@ -12,14 +12,16 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from flask import Flask
 
 from cli_client import models as models_cli
 from cli_client import versions as versions_cli
 from settings import Settings
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 ROOT = Path(__file__).resolve().parent
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
@@ -27,6 +29,8 @@ GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 
 def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     """A Flask app serving every protocol over one Emulator built from `settings`."""
+    from flask import Flask
+
     from api import register_authentication, register_fallbacks
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
@@ -59,6 +63,21 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
         flask_app.wsgi_app, flask_app.extensions["mlemu"])
     return flask_app
+
+
+#: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
+#: so each worker starts with them loaded and shares their memory.
+APP_MODULES = ("flask", "api", "api.health", "api.management", "api.unimplemented", "emulator",
+               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2")
+
+
+def import_app_modules() -> None:
+    """Import the app's modules without building it: nothing is opened and no thread starts
+    (tests/unit/test_preload.py checks), so this is safe before a fork."""
+    import importlib
+
+    for name in APP_MODULES:
+        importlib.import_module(name)
 
 
 def __getattr__(name: str) -> Any:

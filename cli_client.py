@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import requests
 
 from settings import Settings
 
@@ -38,6 +37,8 @@ class Api:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> dict[str, Any]:
+        import requests  # here, not at the top: `app.py serve` starts faster without it
+
         try:
             resp = requests.request(method, self.base + path, json=body, timeout=60,
                                     headers=self.headers,

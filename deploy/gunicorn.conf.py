@@ -93,9 +93,12 @@ def post_worker_init(worker: Any) -> None:
     signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
     signal.siginterrupt(signal.SIGTERM, False)
 
-# Import the frameworks of the bootstrap file's versions here, in the master, before the workers
-# fork: they start faster and share that memory. predictors/preload.py says why this is fork-safe.
-from predictors.preload import preload  # noqa: E402 - needs sys.path above
+# Import the app's modules and the frameworks of the bootstrap file's versions here, in the
+# master, before the workers fork: they start faster and share that memory. predictors/preload.py
+# says why this is fork-safe; the app is only built in each worker (it opens the store).
+from app import import_app_modules  # noqa: E402 - needs sys.path above
+from predictors.preload import preload  # noqa: E402
 from registry.bootstrap import frameworks  # noqa: E402
 
+import_app_modules()
 preload(frameworks(_settings.config_file), os.environ)

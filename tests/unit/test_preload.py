@@ -42,3 +42,28 @@ def test_preload_imports_frameworks_without_starting_threads():
     assert result["after"] == result["before"]  # safe to fork: no pool was started
     assert result["blas"] == "1" and result["sk"] and not result["tf"]
     assert "xgboost" in result["done"] and "predictors.sklearn" in result["done"]
+
+
+def test_app_modules_import_without_threads_or_the_app():
+    """gunicorn's master imports the app's modules before forking: nothing may start or open."""
+    code = (
+        "import json, sys, threading\n"
+        "import app\n"
+        "app.import_app_modules()\n"
+        "print(json.dumps({'threads': threading.active_count(),\n"
+        "                  'built': 'app' in vars(app), 'flask': 'flask' in sys.modules,\n"
+        "                  'tf': 'tensorflow' in sys.modules, 'sk': 'sklearn' in sys.modules}))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env=env)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"threads": 1, "built": False, "flask": True, "tf": False, "sk": False}
+
+
+def test_the_cli_starts_without_flask_or_requests():
+    code = "import json, sys\nimport app\nprint(json.dumps(sorted({'flask', 'requests'} & set(sys.modules))))"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env=env)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
