@@ -116,3 +116,77 @@ def test_signatures_report_feature_counts(tmp_path):
     assert sk.signature().inputs[0].shape == (-1, 4)
     assert sk.signature().outputs[0].datatype == "INT64"
     assert xg.signature().inputs[0].shape == (-1, 3)
+
+
+@pytest.mark.parametrize("rows", [
+    [[1.0, 2.5], [3.0, -4.0]],
+    [[1, 2], [3, 4]],
+    [[True, 2.0], [None, "1.5"]],  # asarray with a dtype: bool -> 1, None -> NaN, "1.5" -> 1.5
+    [[1e30, -1e-300], [float("nan"), float("inf")]],
+    [[1.0, 2.0]],
+])
+def test_float32_rows_converts_like_asarray(rows, monkeypatch):
+    from predictors import xgboost as xgb_predictor
+    from predictors.xgboost import float32_rows
+
+    monkeypatch.setattr(xgb_predictor, "FAST_CONVERT_ROWS", 1)  # the fromiter path, small rows
+    got, want = float32_rows(rows), np.asarray(rows, dtype=np.float32)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("rows", [
+    [[1.0, 2.0], [3.0]],  # ragged
+    [[1.0, 2.0, 3.0], [4.0]],  # ragged with a total that fills 2 x 2
+    [[1.0, "x"], [2.0, 3.0]],
+    [[1.0, [2.0]], [3.0, 4.0]],
+    [{"a": 1.0}, {"a": 2.0}],
+])
+def test_float32_rows_fails_like_asarray(rows, monkeypatch):
+    from predictors import xgboost as xgb_predictor
+    from predictors.xgboost import float32_rows
+
+    monkeypatch.setattr(xgb_predictor, "FAST_CONVERT_ROWS", 1)
+    with pytest.raises(Exception) as want:
+        np.asarray(rows, dtype=np.float32)
+    with pytest.raises(type(want.value)):
+        float32_rows(rows)
+
+
+def test_xgboost_large_calls_use_every_cpu_one_at_a_time(tmp_path, monkeypatch):
+    import threading
+
+    import xgboost as xgb
+
+    from predictors import xgboost as xgb_predictor
+
+    booster = modelkit.xgboost_model(tmp_path)
+    predictor, _ = predictors.load(str(tmp_path))
+    predictor._wide_nthread = 2  # as on a 2-CPU machine, whatever this one has
+    rows = np.random.default_rng(0).normal(size=(xgb_predictor.WIDE_CALL_ROWS, 3))
+    want = booster.predict(xgb.DMatrix(rows.astype(np.float32), missing=np.nan)).tolist()
+    assert predictor.predict(rows[:10].tolist()) == want[:10]
+    assert predictor._wide_booster is None  # small calls keep the 1-thread booster
+    assert predictor.predict(rows.tolist()) == want
+    wide = predictor._wide_booster
+    assert wide is not None
+    assert '"nthread":"2"' in wide.save_config().replace(" ", "")
+    assert '"nthread":"1"' in predictor._booster.save_config().replace(" ", "")
+    # While one large call holds the wide booster, another runs on the 1-thread one.
+    predictor._wide_lock.acquire()
+    try:
+        used = []
+        real_run = predictor._run
+        monkeypatch.setattr(predictor, "_run", lambda b, *a: used.append(b) or real_run(b, *a))
+        assert predictor.predict(rows.tolist()) == want
+        assert used == [predictor._booster]
+    finally:
+        predictor._wide_lock.release()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(predictor.predict(rows.tolist())))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [want] * 4
