@@ -3,10 +3,19 @@
 import json
 import subprocess
 import sys
+from typing import Any
 
 from registry import bootstrap
 from tests import modelkit
 from tests.conftest import ROOT
+
+
+def run_fresh(code: str) -> Any:
+    """Run `code` in a fresh interpreter (nothing imported yet); the JSON its last line prints."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_frameworks_of_a_bootstrap_file(tmp_path):
@@ -35,10 +44,7 @@ def test_preload_imports_frameworks_without_starting_threads():
         "                  'blas': os.environ.get('OPENBLAS_NUM_THREADS'),\n"
         "                  'tf': 'tensorflow' in sys.modules, 'sk': 'sklearn.base' in sys.modules}))\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env=env)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_fresh(code)
     assert result["after"] == result["before"]  # safe to fork: no pool was started
     assert result["blas"] == "1" and result["sk"] and not result["tf"]
     assert "xgboost" in result["done"] and "predictors.sklearn" in result["done"]
@@ -54,16 +60,10 @@ def test_app_modules_import_without_threads_or_the_app():
         "                  'built': 'app' in vars(app), 'flask': 'flask' in sys.modules,\n"
         "                  'tf': 'tensorflow' in sys.modules, 'sk': 'sklearn' in sys.modules}))\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env=env)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_fresh(code)
     assert result == {"threads": 1, "built": False, "flask": True, "tf": False, "sk": False}
 
 
 def test_the_cli_starts_without_flask_or_requests():
     code = "import json, sys\nimport app\nprint(json.dumps(sorted({'flask', 'requests'} & set(sys.modules))))"
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env=env)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert run_fresh(code) == []
