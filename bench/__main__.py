@@ -37,7 +37,7 @@ class Plan:
 
     @classmethod
     def of(cls, quick: bool) -> Plan:
-        return cls(2, 1, 1, 3, 5, 3) if quick else cls(12, 3, 3, 7, 15, 10)
+        return cls(2, 1, 1, 3, 5, 3) if quick else cls(12, 3, 3, 15, 15, 10)
 
 
 class Bench:
@@ -108,16 +108,33 @@ class Bench:
         time.sleep(1)  # the server finishes what wrk left queued before the next one is loaded
         return result
 
-    def big_requests(self, server: Server, name: str) -> dict[str, Any]:
-        figures = {}
+    def big_requests(self, model: str, servers: list[Server], results: dict[str, Any]) -> None:
+        """Each large body on every server and in-process (the floor), taking turns call by call
+        (measure.interleaved), so that the ratios compare runs made under the same load."""
         for n in BIG:
-            label = f"{server.name}/{name}/{n} instances"
-            figures[str(n)] = measure.big_request(
-                server.url(name), server.body(self.big[n]), server.predictions,
-                self.want_big[name, n], self.plan.big_repeats, label)
-            self.log(f"{label}: best {figures[str(n)]['min_s'] * 1e3:.1f} ms, median "
-                     f"{figures[str(n)]['median_s'] * 1e3:.1f} ms")
-        return figures
+            body = json.dumps({"instances": self.big[n]}).encode()
+            model_alone, full = models.floor_calls(self.dirs[model], model, body)
+            clients = {s.name: measure.BigClient(s.url(model), s.body(self.big[n]), s.predictions,
+                                                 self.want_big[model, n],
+                                                 f"{s.name}/{model}/{n} instances")
+                       for s in servers}
+            try:
+                contestants: dict[str, measure.Contestant] = {
+                    name: (client, client.check) for name, client in clients.items()}
+                contestants["floor"] = (full, None)
+                figures = measure.interleaved(contestants, self.plan.big_repeats)
+            finally:
+                for client in clients.values():
+                    client.close()
+            floor = figures.pop("floor")
+            alone = measure.interleaved({"model": (model_alone, None)}, self.plan.floor_repeats)
+            results["floor"][f"{model}/{n}"] = {"full_s": floor["min_s"],
+                                               "model_s": alone["model"]["min_s"]}
+            self.log(f"floor/{model}/{n} instances: best {floor['min_s'] * 1e3:.1f} ms")
+            for name, figure in figures.items():
+                results["servers"][name]["big"].setdefault(model, {})[str(n)] = figure
+                self.log(f"{name}/{model}/{n} instances: best {figure['min_s'] * 1e3:.1f} ms, "
+                         f"median {figure['median_s'] * 1e3:.1f} ms")
 
     def run_all(self, results: dict[str, Any]) -> None:
         """Every server up at once (idle ones take no CPU); each scenario runs on each server in
@@ -153,16 +170,7 @@ class Bench:
                                            server.predictions, self.rows, self.want[model],
                                            f"{server.name}/{model}/distinct rows")
                 if model in models.PEER_MODELS:
-                    # The floor is measured here, next to the servers' big requests, so that both
-                    # see the same load on the machine.
-                    for n in BIG:
-                        body = json.dumps({"instances": self.big[n]}).encode()
-                        results["floor"][f"{model}/{n}"] = models.floor(
-                            self.dirs[model], model, body, self.plan.floor_repeats)
-                    for server, _ in serving:
-                        if server.full:
-                            results["servers"][server.name]["big"][model] = \
-                                self.big_requests(server, model)
+                    self.big_requests(model, [s for s, _ in serving if s.full], results)
             for server, proc in running:
                 results["servers"][server.name]["memory_after_load"] = measure.memory(proc.pid)
         finally:

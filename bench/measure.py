@@ -152,28 +152,60 @@ def check_distinct(url_body: Callable[[list[Any]], tuple[str, bytes]],
         list(pool.map(one, range(len(rows))))
 
 
-def big_request(url: str, body: bytes, read: Callable[[Any], list[Any]], want: list[Any],
-                repeats: int, label: str) -> dict[str, float]:
-    """Latency of one large request: best and median of `repeats`, after one unmeasured run.
+class BigClient:
+    """One keep-alive connection posting one large body to one server.
 
-    The best run is the figure compared (other work on the machine only ever adds time)."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
-    times = []
-    try:
-        for i in range(repeats + 1):
+    Calling it returns the answer's bytes (timed by the caller); `check` then compares them with
+    the in-process prediction, outside the timing."""
+
+    def __init__(self, url: str, body: bytes, read: Callable[[Any], list[Any]], want: list[Any],
+                 label: str) -> None:
+        parts = urlsplit(url)
+        self.path, self.body, self.read, self.want, self.label = parts.path, body, read, want, label
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+
+    def __call__(self) -> bytes:
+        self.conn.request("POST", self.path, self.body, {"Content-Type": "application/json"})
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise CheckFailed(f"{self.label}: HTTP {response.status}: {data[:300]!r}")
+        return data
+
+    def check(self, data: bytes) -> None:
+        if not same(self.read(json.loads(data)), self.want):
+            raise CheckFailed(f"{self.label}: predictions differ from the in-process ones")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+Contestant = tuple[Callable[[], Any], Callable[[Any], None] | None]
+
+
+def interleaved(contestants: dict[str, Contestant], repeats: int) -> dict[str, dict[str, float]]:
+    """Best and median latency of each contestant's call, the contestants taking turns.
+
+    Each contestant is (call, check): one unmeasured call first; then `repeats` rounds in which
+    every contestant is called once, the order rotating, so a burst of other work on a shared
+    machine hits all of them alike instead of whichever ran its repeats during it. `check`, if
+    any, runs on every result outside the timing (every server answer is checked)."""
+    names = list(contestants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for call, check in contestants.values():
+        result = call()
+        if check is not None:
+            check(result)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            call, check = contestants[name]
             start = time.perf_counter()
-            conn.request("POST", parts.path, body, {"Content-Type": "application/json"})
-            response = conn.getresponse()
-            data = response.read()
-            elapsed = time.perf_counter() - start
-            if response.status != 200:
-                raise CheckFailed(f"{label}: HTTP {response.status}: {data[:300]!r}")
-            if i == 0 and not same(read(json.loads(data)), want):
-                raise CheckFailed(f"{label}: predictions differ from the in-process ones")
-            if i:
-                times.append(elapsed)
-    finally:
-        conn.close()
-    times.sort()
-    return {"median_s": times[len(times) // 2], "min_s": times[0]}
+            result = call()
+            times[name].append(time.perf_counter() - start)
+            if check is not None:
+                check(result)
+    out = {}
+    for name, runs in times.items():
+        runs.sort()
+        out[name] = {"median_s": runs[len(runs) // 2], "min_s": runs[0]}
+    return out

@@ -243,13 +243,14 @@ load scenario is run on each server in turn (the order rotating), seconds apart.
   checked against the in-process prediction; errors counts everything else. After the load, 64
   single-row requests with distinct rows from 16 threads are each checked against their own row's
   prediction.
-- Big requests: one request of 1,000 and of 10,000 instances x 30 features on a keep-alive
-  connection, best of {plan['big_repeats']} after one unmeasured run (other helpers' work on this
-  machine only ever adds time); the answer is checked in full.
-- Floor (in-process, no HTTP, measured right before the servers' big requests of that model): the
-  model call alone on a ready array, and orjson decode + `np.asarray` + model + orjson encode of
-  the same body; best of {plan['floor_repeats']}. The servers' figures also include moving the body
-  over HTTP, which the floor does not.
+- Big requests: one request of 1,000 and of 10,000 instances x 30 features, each server on its own
+  keep-alive connection, and the in-process floor (orjson decode + `np.asarray` + model + orjson
+  encode of the same body, no HTTP) taking turns call by call, the order rotating: one unmeasured
+  call each, then {plan['big_repeats']} rounds; the figure is each one's best call (other work on
+  this machine only ever adds time, and taking turns spreads it over all of them alike). Every
+  answer is checked in full, outside the timing. The servers' figures also include moving the
+  body over HTTP, which the floor does not. "Model call alone" is the model on a ready array,
+  best of {plan['floor_repeats']}.
 - RandomForest c=1 with and without batching: both mlemu servers run side by side and take turns
   ({plan['ab_rounds']} alternating wrk runs each), so that drifting load on the machine hits both
   alike; the figure is the median of each one's p50s.
