@@ -154,6 +154,8 @@ def serve(config_file: str | None, host: str | None, port: int | None, workers: 
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
+
+
 def _check_store(settings: Settings) -> None:
     """Fail `serve` with one clear line when the store cannot be opened (an unreachable
     database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""

@@ -70,8 +70,9 @@ def _touch(emu: Emulator, version: Version) -> None:
     if now - _last_use.get(version.name, -LAST_USE_INTERVAL_S) < LAST_USE_INTERVAL_S:
         return
     _last_use[version.name] = now
-    with emu.store.transaction():
-        current = emu.store.get_version(version.name)
-        if current is not None and current.uid == version.uid:
-            current.last_use_time = now_rfc3339()
-            emu.store.put_version(current)
+
+    def stamp(current: Version) -> bool:
+        current.last_use_time = now_rfc3339()
+        return True
+
+    emu.store.update_version(version, stamp)

@@ -64,20 +64,24 @@ class Emulator:
             self.warmed.set()
 
     def _mark_failed(self, version: Version, message: str) -> None:
-        with self.store.transaction():
-            current = self.store.get_version(version.name)
-            if current is not None and current.uid == version.uid and current.state == "READY":
-                current.state, current.error_message = "FAILED", message
-                self.store.put_version(current)
+        def fail(current: Version) -> bool:
+            if current.state != "READY":
+                return False
+            current.state, current.error_message = "FAILED", message
+            return True
+
+        self.store.update_version(version, fail)
 
     def _set_framework(self, version: Version, framework: str) -> None:
         """Record the framework a load detected (gs:// bootstrap versions are not inspected
         before warm-up downloads them)."""
-        with self.store.transaction():
-            current = self.store.get_version(version.name)
-            if current is not None and current.uid == version.uid and not current.framework:
-                current.framework = framework
-                self.store.put_version(current)
+        def record(current: Version) -> bool:
+            if current.framework:
+                return False
+            current.framework = framework
+            return True
+
+        self.store.update_version(version, record)
 
     def prune_deployments(self) -> None:
         """Free the predictors of versions another process or instance deleted or re-created."""

@@ -100,34 +100,35 @@ class Mlemu(Server):
                 "gRPC off; MLEMU_MAX_REQUEST_BYTES=64 MiB")
 
 
-class MlemuUnbatched(Mlemu):
-    """mlemu with adaptive batching off: the before/after of that lever."""
+class MlemuLever(Mlemu):
+    """mlemu with one lever changed by environment: the before of that lever."""
 
-    name = "mlemu-unbatched"
-    measured = ("logreg", "forest")  # serves what mlemu serves: same process, one lever changed
-    full = False
+    full = False  # serves what mlemu serves: same process, one setting changed
+    #: The environment that changes the lever, and what that means.
+    lever_env: tuple[tuple[str, str], ...] = ()
+    lever: str = ""
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
         argv, env = super().command(model_dirs)
-        return argv, {**env, "MLEMU_BATCH_MAX_INSTANCES": "0"}
+        return argv, {**env, **dict(self.lever_env)}
 
     def settings(self) -> str:
-        return "as mlemu, with MLEMU_BATCH_MAX_INSTANCES=0 (adaptive batching off)"
+        changed = ", ".join(f"{k}={v}" for k, v in self.lever_env)
+        return f"as mlemu, with {changed} ({self.lever})"
 
 
-class MlemuXgbAllThreads(Mlemu):
-    """mlemu with XGBoost's own thread default (all cores per call): the thread policy's before."""
+class MlemuUnbatched(MlemuLever):
+    name = "mlemu-unbatched"
+    measured = ("logreg", "forest")
+    lever_env = (("MLEMU_BATCH_MAX_INSTANCES", "0"),)
+    lever = "adaptive batching off"
 
+
+class MlemuXgbAllThreads(MlemuLever):
     name = "mlemu-xgb-allthreads"
     measured = ("xgb",)
-    full = False
-
-    def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
-        argv, env = super().command(model_dirs)
-        return argv, {**env, "MLEMU_XGBOOST_NTHREAD": "0"}
-
-    def settings(self) -> str:
-        return "as mlemu, with MLEMU_XGBOOST_NTHREAD=0 (XGBoost's default: all cores per call)"
+    lever_env = (("MLEMU_XGBOOST_NTHREAD", "0"),)
+    lever = "XGBoost's default: all cores per call"
 
 
 class MLServer(Server):

@@ -94,7 +94,7 @@ class Batcher:
         self._lock = threading.Lock()
         self._busy = False
         self._queue: deque[_Call] = deque()
-        #: Number of merged calls run (more than one request each), for tests and the benchmark.
+        #: Number of merged calls run (more than one request each), for tests.
         self.merged_calls = 0
 
     def predict(self, instances: list[Any]) -> Any:

@@ -41,9 +41,8 @@ def float32_rows(instances: list[Any]) -> np.ndarray:
     requests (`FAST_CONVERT_ROWS` rows or more); anything it cannot take (ragged or nested rows,
     dicts, bad values) goes to np.asarray, whose result or error is then the answer.
     """
-    first = instances[0]
-    if type(first) is list and len(instances) >= FAST_CONVERT_ROWS:
-        width = len(first)
+    if len(instances) >= FAST_CONVERT_ROWS and type(instances[0]) is list:
+        width = len(instances[0])
         if width and all(type(row) is list and len(row) == width for row in instances):
             try:
                 flat = np.fromiter(itertools.chain.from_iterable(instances), np.float32,

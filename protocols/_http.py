@@ -3,7 +3,7 @@ reading, and JSON responses."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 from flask import Response, current_app, g, request
 
@@ -27,11 +27,15 @@ def payload_too_large(limit: int) -> InvalidArgument:
 
 def read_body(limit: int) -> bytes:
     """The request body, refusing (before reading it all) anything larger than `limit` bytes."""
-    length = request.content_length
+    return read_limited(request.stream, request.content_length, limit)
+
+
+def read_limited(stream: IO[bytes], length: int | None, limit: int) -> bytes:
+    """A body of declared `length` (None: chunked) from `stream`, at most `limit` bytes."""
     if length is not None and length > limit:
         raise payload_too_large(limit)
     # Chunked bodies have no length: read one byte past the limit to tell.
-    data = request.stream.read(limit + 1)
+    data = stream.read(limit + 1)
     if len(data) > limit:
         raise payload_too_large(limit)
     return data

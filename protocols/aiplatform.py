@@ -32,7 +32,7 @@ import wirejson
 from api._google import check_standard_params, error_response, json_response
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from payloads import Caller, ModelRef, PredictRequest
-from protocols._http import decode_json, payload_too_large, read_body, request_caller
+from protocols._http import decode_json, read_body, read_limited, request_caller
 from protocols._http import json_response as plain_json
 
 if TYPE_CHECKING:
@@ -102,23 +102,24 @@ def predict_version(project: str, model: str, version: str) -> Response:
     return _predict(ModelRef(project, model, version))
 
 
+@bp.errorhandler(ApiError)
 def render_error(exc: ApiError) -> Response:
     if isinstance(exc, PredictionFailed):
         return plain_json({"error": exc.message}, exc.http_status)
     return error_response(exc)
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    return render_error(exc)
+def internal_error() -> Response:
+    """The answer to an unexpected exception (logged with its traceback, never sent)."""
+    log.exception("prediction failed unexpectedly")
+    return error_response(Internal("Internal error encountered."))
 
 
 @bp.errorhandler(Exception)
 def _unexpected(exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("prediction failed unexpectedly")
-    return error_response(Internal("Internal error encountered."))
+    return internal_error()
 
 
 #: The plain :predict paths the fast path serves; names outside [A-Za-z0-9_-] (which AI
@@ -168,18 +169,15 @@ class PredictFastPath:
             answer = self._serve(environ, ref)
         except ApiError as exc:
             return render_error(exc)(environ, start_response)
-        except Exception:  # the client gets this route's INTERNAL error object, logged
-            log.exception("prediction failed unexpectedly")
-            return error_response(Internal("Internal error encountered."))(environ, start_response)
+        except Exception:  # noqa: BLE001 - the client gets this route's INTERNAL error object
+            return internal_error()(environ, start_response)
         start_response("200 OK", [_JSON_HEADERS, ("Content-Length", str(len(answer)))])
         return [answer]
 
     def _serve(self, environ: dict[str, Any], ref: ModelRef) -> bytes:
         emu = self.emu
         caller = auth.identify(emu, EnvironHeaders(environ))
-        limit = emu.settings.max_request_bytes
-        length = int(environ["CONTENT_LENGTH"])
-        if length > limit:
-            raise payload_too_large(limit)
-        body = decode_json(environ["wsgi.input"].read(length))
+        data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
+                            emu.settings.max_request_bytes)
+        body = decode_json(data)
         return wirejson.dumps({"predictions": _predictions(emu, caller, ref, body)})

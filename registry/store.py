@@ -16,7 +16,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,15 @@ class Store(abc.ABC):
     def put_version(self, version: Version) -> None:
         self.put("versions", version.name, version.name.rsplit("/versions/", 1)[0],
                  version.storage())
+
+    def update_version(self, version: Version, change: Callable[[Version], bool]) -> None:
+        """In one transaction: apply `change` to the stored copy of `version` and write it back,
+        if that copy is still the same incarnation (same uid: not deleted or re-created
+        meanwhile) and `change` returns True (it made a change)."""
+        with self.transaction():
+            current = self.get_version(version.name)
+            if current is not None and current.uid == version.uid and change(current):
+                self.put_version(current)
 
     def get_operation(self, name: str) -> Operation | None:
         data = self.get("operations", name)
