@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import auth
 from errors import InvalidArgument
-from payloads import Caller, ModelRef, PredictRequest, PredictResponse
+from payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from predictors import batching
 from predictors.base import Predictor
 from registry import lookup
@@ -55,12 +55,15 @@ def check_parameters(predictor: Predictor, parameters: dict[str, object]) -> Non
 def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> PredictResponse:
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
     check_parameters(predictor, req.parameters)
+    instances = req.instances
+    if isinstance(instances, NumericInstances):
+        instances = instances.array if predictor.takes_arrays else instances.rows()
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not req.parameters:
         # Concurrent requests to this version share one model call (predictors/batching.py).
-        predictions = batching.batcher_for(predictor, limit).predict(req.instances)
+        predictions = batching.batcher_for(predictor, limit).predict(instances)
     else:
-        predictions = predictor.predict(req.instances, **req.parameters)
+        predictions = predictor.predict(instances, **req.parameters)
     _touch(emu, version)
     return PredictResponse(predictions=predictions, version_name=version.name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 
@@ -41,11 +42,23 @@ class Caller:
 ANONYMOUS = Caller()
 
 
+@dataclasses.dataclass(frozen=True)
+class NumericInstances:
+    """Instances an adapter decoded straight into a 2-D numeric numpy array (wirearray.py).
+
+    Predictors that declare `takes_arrays` get `array`; the others get `rows()`, exactly the
+    lists the general JSON decoder would have produced for the same body.
+    """
+
+    array: Any
+    rows: Callable[[], list[Any]]
+
+
 @dataclasses.dataclass
 class PredictRequest:
     """A decoded prediction request. `parameters` are the extra keys passed as predict kwargs."""
 
-    instances: list[Any]
+    instances: list[Any] | NumericInstances
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 

@@ -12,8 +12,9 @@ for 8 rows as for 1), so under concurrent load merging requests multiplies throu
   queued call waits at most for the call in flight, and batches grow only as far as the load does.
 - If the merged call fails, or does not return one prediction per instance, every request of the
   batch runs again alone, so a bad request gets its own error and the others their predictions.
-- Requests with their own parameters, with rows of differing layouts, or with `max_instances`
-  instances or more are never merged (they run as they come).
+- Requests with their own parameters, with rows of differing layouts, with `max_instances`
+  instances or more, or whose instances are a numpy array (large all-number bodies, wirearray.py)
+  are never merged (they run as they come).
 - Merging costs a thread handoff per request (some tens of microseconds under the GIL), which
   pays even for cheap models: a single-row scikit-learn or XGBoost call spends most of its time
   in per-call overhead (scikit-learn's input validation alone is a few hundred microseconds), so

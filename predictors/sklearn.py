@@ -29,6 +29,7 @@ def _datatype(dtype: np.dtype) -> str:
 class SklearnPredictor(Predictor):
     framework = SCIKIT_LEARN
     batchable = True
+    takes_arrays = True
 
     def __init__(self, model: Any) -> None:
         self._model = model
@@ -47,7 +48,7 @@ class SklearnPredictor(Predictor):
             )
         return cls(obj)
 
-    def predict(self, instances: list[Any], **kwargs: Any) -> Any:
+    def predict(self, instances: list[Any] | np.ndarray, **kwargs: Any) -> Any:
         try:
             result = self._predict(np.asarray(instances))
         except Exception as exc:  # noqa: BLE001 - the model's own error is the caller's answer

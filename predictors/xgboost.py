@@ -33,7 +33,7 @@ WIDE_CALL_ROWS = 1000
 FAST_CONVERT_ROWS = 256
 
 
-def float32_rows(instances: list[Any]) -> np.ndarray:
+def float32_rows(instances: list[Any] | np.ndarray) -> np.ndarray:
     """`np.asarray(instances, dtype=np.float32)`, faster for rows of equal length.
 
     np.fromiter over the flattened rows converts exactly as asarray does with a dtype given
@@ -58,6 +58,7 @@ def float32_rows(instances: list[Any]) -> np.ndarray:
 class XGBoostPredictor(Predictor):
     framework = XGBOOST
     batchable = True
+    takes_arrays = True
 
     def __init__(self, booster: Any) -> None:
         import xgboost
@@ -101,7 +102,7 @@ class XGBoostPredictor(Predictor):
             )
         return cls(obj)
 
-    def predict(self, instances: list[Any], **kwargs: Any) -> Any:
+    def predict(self, instances: list[Any] | np.ndarray, **kwargs: Any) -> Any:
         try:
             data = float32_rows(instances)
             if data.ndim == 1:

@@ -17,6 +17,7 @@ docstring); create_app installs it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -28,10 +29,11 @@ from werkzeug.exceptions import HTTPException
 
 import auth
 import dataplane
+import wirearray
 import wirejson
 from api._google import check_standard_params, error_response, json_response
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
-from payloads import Caller, ModelRef, PredictRequest
+from payloads import Caller, ModelRef, NumericInstances, PredictRequest
 from protocols._http import decode_json, read_body, read_limited, request_caller
 from protocols._http import json_response as plain_json
 
@@ -68,6 +70,18 @@ def decode_request(body: Any) -> PredictRequest:
     return PredictRequest(instances=instances, parameters=parameters)
 
 
+def decode_body(data: bytes) -> PredictRequest:
+    """A request body as a PredictRequest (both entry points).
+
+    Large bodies of plain number rows are decoded straight into an array (wirearray.py); every
+    other body, and every malformed one, goes through the general JSON decoder and its checks.
+    """
+    array = wirearray.instances_array(data)
+    if array is not None:
+        return PredictRequest(NumericInstances(array, functools.partial(wirearray.rows, data, array)))
+    return decode_request(decode_json(data))
+
+
 def encode_predictions(predictions: Any) -> Any:
     if isinstance(predictions, (list, dict, str, int, float, bool)) or predictions is None:
         return predictions
@@ -78,9 +92,9 @@ def encode_predictions(predictions: Any) -> Any:
     return predictions
 
 
-def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, body: Any) -> Any:
-    """The use case between the decoded body and the `predictions` value (both entry points)."""
-    result = dataplane.predict(emu, caller, ref, decode_request(body))
+def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, data: bytes) -> Any:
+    """The use case between the request body and the `predictions` value (both entry points)."""
+    result = dataplane.predict(emu, caller, ref, decode_body(data))
     return encode_predictions(result.predictions)
 
 
@@ -88,8 +102,8 @@ def _predict(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
     check_standard_params()
-    body = decode_json(read_body(emu.settings.max_request_bytes))
-    return json_response({"predictions": _predictions(emu, caller, ref, body)})
+    data = read_body(emu.settings.max_request_bytes)
+    return json_response({"predictions": _predictions(emu, caller, ref, data)})
 
 
 @bp.post("/v1/projects/<project>/models/<model>:predict")
@@ -179,5 +193,4 @@ class PredictFastPath:
         caller = auth.identify(emu, EnvironHeaders(environ))
         data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
                             emu.settings.max_request_bytes)
-        body = decode_json(data)
-        return wirejson.dumps({"predictions": _predictions(emu, caller, ref, body)})
+        return wirejson.dumps({"predictions": _predictions(emu, caller, ref, data)})
