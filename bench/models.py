@@ -163,15 +163,20 @@ def tf_reference(model_dir: Path, rows: list[list[float]]) -> list[float]:
 
 
 def levers(model_dir: Path, rows: list[list[float]]) -> dict[str, float]:
-    """In-process before/after of two levers (best of 15, seconds).
+    """In-process before/after of three levers (best of 15, seconds).
 
     - JSON: the standard library's json against wirejson (orjson) for the 10,000-instance body.
+    - Instances to an array: orjson + np.asarray against wirearray (simdjson straight into the
+      array), same body.
     - Serving-version lookup: a full store read against the per-thread cache behind the store's
       change token (registry/lookup.py), for one version in a fresh SQLite store.
     """
     import json
     import tempfile
 
+    import numpy as np
+
+    import wirearray
     import wirejson
     from payloads import ModelRef
     from registry import lookup
@@ -191,6 +196,8 @@ def levers(model_dir: Path, rows: list[list[float]]) -> dict[str, float]:
 
     out = {"json_stdlib_decode_s": best(lambda: json.loads(body)),
            "json_wirejson_decode_s": best(lambda: wirejson.loads(body))}
+    out["array_asarray_s"] = best(lambda: np.asarray(wirejson.loads(body)["instances"]))
+    out["array_wirearray_s"] = best(lambda: wirearray.instances_array(body))
     answer = {"predictions": [0.5] * len(rows)}
     out["json_stdlib_encode_s"] = best(lambda: json.dumps(answer).encode())
     out["json_wirejson_encode_s"] = best(lambda: wirejson.dumps(answer))
