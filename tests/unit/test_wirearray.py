@@ -63,6 +63,14 @@ def test_number_forms_match_the_reference_exactly(any_size, instances):
     assert_exact(f'{{"instances": {instances}}}'.encode())
 
 
+@pytest.mark.parametrize("body", [
+    b'\xef\xbb\xbf{"instances": [[1.5, 2]]}',      # a UTF-8 byte order mark, as json.loads allows
+    b'{"\\u0069nstances": [[1.5, 2]]}',             # an escaped key is still "instances"
+])
+def test_spellings_the_general_decoder_accepts_too(any_size, body):
+    assert_exact(body)
+
+
 def test_random_decimal_spellings_round_like_the_reference(any_size):
     rnd = random.Random(7)
 
@@ -114,6 +122,8 @@ def test_random_decimal_spellings_round_like_the_reference(any_size):
     '{"instances": [[+1, 2.0]]}',
     '{"instances": [[1.0,, 2.0]]}',
     '\xff{"instances": [[1.0]]}',
+    '{"instances": ' + '[' * 3000 + ']' * 3000 + '}',  # deeper than simdjson's limit
+    '{"instances": [[1.0]]}\x00',
 ])
 def test_everything_else_is_declined(any_size, body):
     assert wirearray.instances_array(body.encode("latin-1")) is None
