@@ -2,9 +2,9 @@
 
 All servers run at once on the same model files and request bodies; each scenario loads each
 server in turn (wrk from 127.0.0.1, bounded in time), so drifting load on a shared machine hits
-all of them alike. Cold starts run one server at a time. Every answer is checked against the
-in-process prediction. Writes bench/results/results-<time>.json (raw) and bench/RESULTS.md, and
-prints the ratio table.
+all of them alike. Cold starts run one server at a time, the servers taking turns. Every answer
+is checked against the in-process prediction. Writes bench/results/results-<time>.json (raw)
+and bench/RESULTS.md, and prints the ratio table.
 """
 
 from __future__ import annotations
@@ -80,19 +80,33 @@ class Bench:
             raise
         return proc, first
 
-    def cold_start(self, server: Server) -> dict[str, Any]:
-        """Launch to first correct prediction with one scikit-learn model; idle memory then."""
-        times, idle = [], {}
+    def cold_starts(self, servers: list[Server]) -> dict[str, dict[str, Any]]:
+        """Launch to first correct prediction with one scikit-learn model, the servers taking
+        turns launch by launch (so a spell of other work on the machine hits them all alike);
+        idle memory 2 s after each one's first launch. A server that fails is reported, the
+        others go on."""
+        times: dict[str, list[float]] = {s.name: [] for s in servers}
+        out: dict[str, dict[str, Any]] = {s.name: {} for s in servers}
         for i in range(self.plan.cold_starts):
-            proc, first = self.start(server, ("logreg",), f"cold{i}")
-            times.append(first)
-            if i == 0:
-                time.sleep(2)
-                idle = measure.memory(proc.pid)
-            measure.stop(proc)
-        self.log(f"{server.name}: cold start {statistics.median(times):.2f} s, idle {idle}")
-        return {"cold_start_s": statistics.median(times), "cold_start_runs_s": times,
-                "idle_one_sklearn_model": idle}
+            for server in servers:
+                if "failed" in out[server.name]:
+                    continue
+                try:
+                    proc, first = self.start(server, ("logreg",), f"cold{i}")
+                except Exception as exc:  # one broken peer must not lose the others' figures
+                    traceback.print_exc()
+                    out[server.name]["failed"] = f"{type(exc).__name__}: {exc}"
+                    continue
+                times[server.name].append(first)
+                self.log(f"{server.name}: cold start {first:.2f} s")
+                if i == 0:
+                    time.sleep(2)
+                    out[server.name]["idle_one_sklearn_model"] = measure.memory(proc.pid)
+                measure.stop(proc)
+        for name, runs in times.items():
+            if runs and "failed" not in out[name]:
+                out[name].update(cold_start_s=statistics.median(runs), cold_start_runs_s=runs)
+        return out
 
     def one_load(self, server: Server, name: str, c: int) -> dict[str, Any]:
         body = self.out / "bodies" / f"{server.name}-{name}.json"
@@ -233,17 +247,15 @@ def main() -> None:
     results["floor"] = {}
     bench.log("in-process levers")
     results["levers"] = models.levers(bench.dirs["logreg"], bench.big[10000])
+    full = []
     for name in names:
         server = SERVERS[name](args.out)
         results["servers"][name] = {"settings": server.settings()}
-        if not server.full:
-            continue
-        bench.log(f"== cold start: {name}")
-        try:
-            results["servers"][name].update(bench.cold_start(server))
-        except Exception as exc:  # one broken peer must not lose the others' figures
-            traceback.print_exc()
-            results["servers"][name]["failed"] = f"{type(exc).__name__}: {exc}"
+        if server.full:
+            full.append(server)
+    bench.log("== cold starts, servers taking turns")
+    for name, figures in bench.cold_starts(full).items():
+        results["servers"][name].update(figures)
     bench.log("== load, every server up, scenarios in turn")
     bench.run_all(results)
     if "mlemu" in names:

@@ -267,7 +267,8 @@ load scenario is run on each server in turn (the order rotating), seconds apart.
   ({plan['ab_rounds']} alternating wrk runs each), so that drifting load on the machine hits both
   alike; the figure is the median of each one's p50s.
 - Cold start: process launch to the first correct prediction with one LogisticRegression model
-  (median of {plan['cold_starts']}); idle memory 2 s later. Memory is RSS and PSS summed over the
+  (median of {plan['cold_starts']}, one server at a time, the servers taking turns launch by
+  launch); idle memory 2 s after each one's first launch. Memory is RSS and PSS summed over the
   server's whole process tree from /proc/PID/smaps_rollup.
 - mlemu-unbatched (MLEMU_BATCH_MAX_INSTANCES=0) and mlemu-xgb-allthreads (MLEMU_XGBOOST_NTHREAD=0)
   serve the same models as mlemu with one lever changed: the before/after of that lever.
