@@ -16,8 +16,8 @@ from bench.servers import ROOT, VENVS
 
 PEERS = ("mlserver", "kserve")
 MODELS = ("logreg", "forest", "xgb", "tf")
-KEY_PACKAGES = ("flask", "gunicorn", "orjson", "numpy", "scikit-learn", "xgboost-cpu", "xgboost",
-                "tensorflow-cpu", "mlserver", "mlserver-sklearn", "mlserver-xgboost", "kserve",
+KEY_PACKAGES = ("flask", "gunicorn", "orjson", "pysimdjson", "numpy", "scikit-learn", "xgboost-cpu",
+                "xgboost", "tensorflow-cpu", "mlserver", "mlserver-sklearn", "mlserver-xgboost", "kserve",
                 "fastapi", "uvicorn", "pydantic")
 
 
@@ -45,7 +45,7 @@ def environment(names: list[str]) -> dict[str, Any]:
     osr = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines()
                if "=" in line)
     mlemu = {}
-    for name in KEY_PACKAGES[:8]:
+    for name in KEY_PACKAGES[:9]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             mlemu[name] = metadata.version(name)
     peers = {n: _freeze(str(VENVS / n / "bin" / "python")) for n in names if n in PEERS}
