@@ -124,6 +124,12 @@ expect GET /healthz "" '"status":"ok"'
 expect GET /readyz "" '"status":"ready"'
 expect POST /v1/projects/demo/models/iris:predict '{"instances": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]}' '{"predictions":[0,2]}'
 expect POST /v1/projects/demo/models/xgb:predict '{"instances": [[2.0, 0.0, 0.0], [-2.0, null, 1.0]]}' '"predictions":['
+# A large all-number body is decoded by simdjson (wirearray.py): pysimdjson works in the image.
+big=$(python3 -c 'import json; print(json.dumps({"instances": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]] * 2000}))')
+got=$(curl -s -X POST "$url/v1/projects/demo/models/iris:predict" -H 'Content-Type: application/json' -d "$big")
+[ "$got" = "{\"predictions\":[$(python3 -c 'print(",".join(["0,2"] * 2000))')]}" ] \
+    || fail "a 4,000-instance body answered ${got:0:200}"
+echo "POST /v1/projects/demo/models/iris:predict, 4,000 instances (${#big} bytes) -> the 4,000 expected predictions"
 if [ "$has_tf" != True ]; then  # without TensorFlow a TENSORFLOW version fails, saying why
     expect GET /v1/projects/demo/models/no_tf/versions/v1 "" 'TensorFlow is not installed'
 fi
