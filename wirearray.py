@@ -33,6 +33,10 @@ _POINT = ord(".")
 #: One parser kept for reuse: parsing into a parser's existing buffers saves faulting in fresh
 #: pages for each large body (about 4 ms for 6 MB); concurrent calls make their own.
 _spare: list[simdjson.Parser] = []
+#: A parser keeps buffers of about twice the largest body it parsed (13 MB after 6 MB), so one
+#: that parsed a body larger than this is dropped rather than kept (MLEMU_MAX_REQUEST_BYTES may
+#: be set far above AI Platform's 1.5 MB).
+KEEP_BYTES = 8 << 20
 
 
 def instances_array(data: bytes) -> np.ndarray | None:
@@ -47,7 +51,7 @@ def instances_array(data: bytes) -> np.ndarray | None:
         array = _decode(parser, data)
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError):
         return None  # the parser may still be referenced by the error's frames: not reused
-    if not _spare:
+    if not _spare and len(data) <= KEEP_BYTES:
         _spare.append(parser)
     return array
 

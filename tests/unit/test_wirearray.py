@@ -135,6 +135,17 @@ def test_a_declined_body_does_not_spoil_the_next_one(any_size):
     assert_exact(b'{"instances": [[1.0, 2.0]]}')
 
 
+def test_a_parser_that_read_a_body_above_the_keep_limit_is_not_kept(monkeypatch):
+    body = orjson.dumps({"instances": [[1.5, 2.5]] * 8000})
+    monkeypatch.setattr(wirearray, "_spare", [])
+    monkeypatch.setattr(wirearray, "KEEP_BYTES", len(body) - 1)
+    assert_exact(body)
+    assert wirearray._spare == []
+    monkeypatch.setattr(wirearray, "KEEP_BYTES", len(body))
+    assert_exact(body)
+    assert len(wirearray._spare) == 1
+
+
 def test_concurrent_decodes_each_get_their_own_array():
     bodies = [orjson.dumps({"instances": np.full((1500, 12), float(i) + 0.5).tolist()})
               for i in range(8)]
