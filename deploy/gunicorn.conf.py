@@ -97,8 +97,9 @@ def post_worker_init(worker: Any) -> None:
 # master, before the workers fork: they start faster and share that memory. predictors/preload.py
 # says why this is fork-safe; the app is only built in each worker (it opens the store).
 from app import import_app_modules  # noqa: E402 - needs sys.path above
-from predictors.preload import preload  # noqa: E402
+from predictors.preload import preload, single_threaded_blas  # noqa: E402
 from registry.bootstrap import frameworks  # noqa: E402
 
+single_threaded_blas(os.environ)  # first: the app's modules import numpy
 import_app_modules()
 preload(frameworks(_settings.config_file), os.environ)

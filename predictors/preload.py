@@ -42,6 +42,16 @@ def threads() -> int:
         return threading.active_count()
 
 
+def single_threaded_blas(environ: dict[str, str] | os._Environ[str]) -> None:
+    """Make numpy's OpenBLAS start no thread pool when it loads (unless the user chose a size).
+
+    OpenBLAS starts its pool as numpy is first imported, and the app's own modules import numpy,
+    so gunicorn's master calls this before importing anything: a pool started there would be
+    forked into every worker. The workers inherit the setting (parallelism comes from them).
+    """
+    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str]) -> list[str]:
     """Import the modules of `frameworks` (unknown ones and TENSORFLOW are skipped); returns them.
 
@@ -55,7 +65,7 @@ def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str
                 wanted.append(name)
     if not wanted:
         return []
-    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    single_threaded_blas(environ)
     before = threads()
     done = []
     for name in wanted:

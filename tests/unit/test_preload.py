@@ -51,17 +51,44 @@ def test_preload_imports_frameworks_without_starting_threads():
 
 
 def test_app_modules_import_without_threads_or_the_app():
-    """gunicorn's master imports the app's modules before forking: nothing may start or open."""
+    """gunicorn's master imports the app's modules before forking: nothing may start or open.
+    Threads are counted in the OS (numpy's OpenBLAS pool is no Python thread)."""
     code = (
-        "import json, sys, threading\n"
+        "import json, os, sys\n"
         "import app\n"
+        "from predictors.preload import single_threaded_blas, threads\n"
+        "single_threaded_blas(os.environ)\n"
         "app.import_app_modules()\n"
-        "print(json.dumps({'threads': threading.active_count(),\n"
+        "print(json.dumps({'threads': threads(), 'numpy': 'numpy' in sys.modules,\n"
         "                  'built': 'app' in vars(app), 'flask': 'flask' in sys.modules,\n"
         "                  'tf': 'tensorflow' in sys.modules, 'sk': 'sklearn' in sys.modules}))\n"
     )
     result = run_fresh(code)
-    assert result == {"threads": 1, "built": False, "flask": True, "tf": False, "sk": False}
+    assert result == {"threads": 1, "numpy": True, "built": False, "flask": True, "tf": False,
+                      "sk": False}
+
+
+def test_gunicorn_master_forks_with_one_thread(tmp_path):
+    """deploy/gunicorn.conf.py as gunicorn's master runs it, with scikit-learn and XGBoost
+    versions to preload: the process it forks the workers from has one OS thread."""
+    modelkit.sklearn_model(tmp_path / "sk", "logreg")
+    modelkit.xgboost_model(tmp_path / "xgb")
+    config = modelkit.bootstrap_file(tmp_path / "mlemu.yaml", {
+        "sk": {"versions": {"v1": {"deploymentUri": str(tmp_path / "sk")}}},
+        "xgb": {"versions": {"v1": {"deploymentUri": str(tmp_path / "xgb")}}},
+    })
+    code = (
+        "import json, os, runpy, sys\n"
+        f"os.environ.update(MLEMU_CONFIG={str(config)!r}, MLEMU_STATE_DIR={str(tmp_path)!r})\n"
+        f"runpy.run_path({str(ROOT / 'deploy' / 'gunicorn.conf.py')!r})\n"
+        "from predictors.preload import threads\n"
+        "print(json.dumps({'threads': threads(), 'blas': os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+        "                  'loaded': [m for m in ('numpy', 'sklearn.base', 'xgboost', 'flask')\n"
+        "                             if m in sys.modules]}))\n"
+    )
+    result = run_fresh(code)
+    assert result == {"threads": 1, "blas": "1",
+                      "loaded": ["numpy", "sklearn.base", "xgboost", "flask"]}
 
 
 def test_the_cli_starts_without_flask_or_requests():
