@@ -40,9 +40,10 @@ class Predictor(abc.ABC):
     #: True if predict(a + b) == predict(a) + predict(b) for any lists of instances a and b, so
     #: concurrent requests may be merged into one call (predictors/batching.py).
     batchable: bool = False
-    #: True if predict also takes a 2-D numpy array of numbers (int64 or float64) in place of the
-    #: same rows as lists, and answers as for `array.tolist()`. Large all-number AI Platform
-    #: bodies then skip Python lists altogether (wirearray.py); custom code always gets lists.
+    #: True if predict also takes a numeric numpy array (rows along its first axis) in place of
+    #: the same rows as lists, and answers as for `array.tolist()`. Large all-number AI Platform
+    #: bodies (wirearray.py) and single V2/grps tensors (protocols/_inference.instances_for) then
+    #: skip Python lists altogether; custom code always gets lists.
     takes_arrays: ClassVar[bool] = False
 
     @classmethod

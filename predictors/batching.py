@@ -18,9 +18,10 @@ for 8 rows as for 1), so under concurrent load merging requests multiplies throu
 - Merging costs a thread handoff per request (some tens of microseconds under the GIL), which
   pays even for cheap models: a single-row scikit-learn or XGBoost call spends most of its time
   in per-call overhead (scikit-learn's input validation alone is a few hundred microseconds), so
-  merging 4 rows saves 3 of those. Measured side by side (bench/RESULTS.md, "adaptive batching"):
-  LogisticRegression and XGBoost at concurrency 8 and 64 gain 1.2x-2x with batching, and
-  concurrency 1 is unchanged (an idle batcher adds two lock operations).
+  merging 4 rows saves 3 of those. Measured side by side (bench/RESULTS.md and bench/NOTES.md):
+  LogisticRegression gains 1.2x-1.5x at concurrency 64 and is level at 8, XGBoost gained 1.3x
+  at 8 and 1.9x at 64, and concurrency 1 is unchanged (an idle batcher adds two lock
+  operations).
 
 Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
 the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
