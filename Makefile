@@ -19,8 +19,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt
 # gRPC/protobuf modules from protos/*.proto (grpcio-tools), into the gitignored protocols/_generated.
 protos: $(GENERATED)
 
-$(GENERATED): protos/grpc_predict_v2.proto protos/grps.proto protocols/_protos.py $(VENV)/.installed
-	$(PY) -m protocols._protos
+$(GENERATED): protos/grpc_predict_v2.proto protos/grps.proto protocols/protos.py $(VENV)/.installed
+	$(PY) -m protocols.protos
 
 demo: venv
 	$(PY) demo/make_models.py

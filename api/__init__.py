@@ -12,9 +12,9 @@ import logging
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from api._google import error_response
 from errors import ApiError, Code, Internal, from_code
-from protocols._http import error_json, request_caller
+from web.google import error_response
+from web.http import error_json, request_caller
 
 log = logging.getLogger("mlemu")
 
@@ -45,7 +45,7 @@ def is_health_probe(path: str) -> bool:
 def register_authentication(app: Flask) -> None:
     """Verify every request's credentials first (health probes excepted), whatever the route:
     bad credentials are 401 before any other check, as at Google's front end. The caller is
-    kept for the view (protocols._http.request_caller); IAM mode off skips the verification."""
+    kept for the view (web.http.request_caller); IAM mode off skips the verification."""
     @app.before_request
     def _identify() -> None:
         if not is_health_probe(request.path):

@@ -14,10 +14,10 @@ from flask import Blueprint, current_app, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import BaseConverter
 
-from api._google import check_standard_params
 from errors import InvalidArgument
 from payloads import Caller
-from protocols._http import decode_json, read_body, request_caller
+from web.google import check_standard_params
+from web.http import decode_json, read_body, request_caller
 
 
 class IdConverter(BaseConverter):

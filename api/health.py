@@ -10,7 +10,7 @@ import os
 
 from flask import Blueprint, Response, current_app
 
-from protocols._http import json_response
+from web.http import json_response
 
 bp = Blueprint("health", __name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from api._google import json_response
 from api._requests import body, context, int_arg, use_id_converter
 from controlplane import iam
+from web.google import json_response
 
 bp = Blueprint("ml_iam", __name__)
 use_id_converter(bp)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from api._google import json_response
 from api._requests import body, context, list_args, use_id_converter
 from controlplane import models
+from web.google import json_response
 
 bp = Blueprint("ml_models", __name__)
 use_id_converter(bp)

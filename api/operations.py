@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from api._google import json_response
 from api._requests import bool_arg, context, list_args, use_id_converter
 from controlplane import operations, project
+from web.google import json_response
 
 bp = Blueprint("ml_operations", __name__)
 use_id_converter(bp)

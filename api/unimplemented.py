@@ -18,8 +18,8 @@ from werkzeug.routing import RequestRedirect
 
 import auth
 from errors import Unimplemented
-from protocols._http import request_caller
 from registry import discovery
+from web.http import request_caller
 
 ENDPOINT_PREFIX = "ml_v1_unimplemented"
 #: predict and explain take any model or version name ({+name}), but their flatPath names only

@@ -1,8 +1,8 @@
 """The ml v1 management use cases: one function per method, named by its snake_case method id
 (`create_model`, `set_default_version`, ...), each taking `(emu, caller, ...)` and starting with
-`auth.authorize`. Modules: models, versions, operations, project (getConfig); jobs is what the
+`auth.authorize`. Modules: models, versions, operations, project (getConfig); operation_work is what the
 long-running operations do (registered with registry/tasks.py on import); listing and common
 hold the shared list and validation rules. Nothing here knows about HTTP.
 """
 
-from controlplane import jobs as _jobs  # noqa: F401 - registers the operation handlers
+from controlplane import operation_work as _operation_work  # noqa: F401 - registers the operation handlers

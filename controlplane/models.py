@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane import common, jobs, listing, operations
+from controlplane import common, listing, operation_work, operations
 from controlplane.common import (
     MODEL_SCHEMA,
     check_etag,
@@ -110,7 +110,7 @@ def patch_model(emu: Emulator, caller: Caller, name: str, body: Any,
                 raise field_error(FailedPrecondition, "model.default_version.name",
                                   f"Version {changes['default_version.name']} does not exist or is "
                                   "not READY.")
-        op = operations.start(emu, project=project, op_type=jobs.UPDATE_MODEL,
+        op = operations.start(emu, project=project, op_type=operation_work.UPDATE_MODEL,
                               prefix=f"update_{model_id}", target=name, model_name=name,
                               labels=model.labels, args={"changes": changes})
     emu.tasks.submit(op.name)
@@ -125,7 +125,7 @@ def delete_model(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
         refuse_if_busy(emu.store, {name}, name + "/versions/", f"Model {model_id}")
         if emu.store.list_versions(name):
             raise field_error(FailedPrecondition, "name", "A model with versions cannot be deleted.")
-        op = operations.start(emu, project=project, op_type=jobs.DELETE_MODEL,
+        op = operations.start(emu, project=project, op_type=operation_work.DELETE_MODEL,
                               prefix=f"delete_{model_id}", target=name, model_name=name,
                               labels=model.labels)
     emu.tasks.submit(op.name)

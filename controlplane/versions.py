@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 import predictors
-from controlplane import common, jobs, listing, operations
+from controlplane import common, listing, operation_work, operations
 from controlplane.common import (
     VERSION_SCHEMA,
     check_etag,
@@ -87,7 +87,7 @@ def create_version(emu: Emulator, caller: Caller, parent: str, body: Any) -> dic
             raise field_error(AlreadyExists, "version.name",
                               "A version with the same name already exists.")
         emu.store.put_version(version)
-        op = operations.start(emu, project=project, op_type=jobs.CREATE_VERSION,
+        op = operations.start(emu, project=project, op_type=operation_work.CREATE_VERSION,
                               prefix=f"create_{model_id}_{version_id}", target=version.name,
                               model_name=parent, version=version_json(emu.store, version, model),
                               labels=version.labels or model.labels, args={"uid": version.uid})
@@ -140,7 +140,7 @@ def patch_version(emu: Emulator, caller: Caller, name: str, body: Any,
         _refuse_unless_ready(version, "updated")
         previous, version.state = version.state, "UPDATING"
         emu.store.put_version(version)
-        op = operations.start(emu, project=project, op_type=jobs.UPDATE_VERSION,
+        op = operations.start(emu, project=project, op_type=operation_work.UPDATE_VERSION,
                               prefix=f"update_{model_id}_{version_id}", target=name,
                               model_name=names.model_of(name), version=version_json(emu.store, version),
                               labels=version.labels,
@@ -164,7 +164,7 @@ def delete_version(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
                               "the default first (versions.setDefault).")
         previous, version.state = version.state, "DELETING"
         emu.store.put_version(version)
-        op = operations.start(emu, project=project, op_type=jobs.DELETE_VERSION,
+        op = operations.start(emu, project=project, op_type=operation_work.DELETE_VERSION,
                               prefix=f"delete_{model_id}_{version_id}", target=name,
                               model_name=model_name, version=version_json(emu.store, version, model),
                               labels=version.labels,

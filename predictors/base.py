@@ -42,7 +42,7 @@ class Predictor(abc.ABC):
     batchable: bool = False
     #: True if predict also takes a numeric numpy array (rows along its first axis) in place of
     #: the same rows as lists, and answers as for `array.tolist()`. Large all-number AI Platform
-    #: bodies (wirearray.py) and single V2/grps tensors (protocols/_inference.instances_for) then
+    #: bodies (wirearray.py) and single V2/grps tensors (protocols/inference.instances_for) then
     #: skip Python lists altogether; custom code always gets lists.
     takes_arrays: ClassVar[bool] = False
 

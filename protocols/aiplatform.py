@@ -31,11 +31,11 @@ import auth
 import dataplane
 import wirearray
 import wirejson
-from api._google import check_standard_params, error_response, json_response
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest
-from protocols._http import decode_json, read_body, read_limited, request_caller
-from protocols._http import json_response as plain_json
+from web.google import check_standard_params, error_response, json_response
+from web.http import decode_json, read_body, read_limited, request_caller
+from web.http import json_response as plain_json
 
 if TYPE_CHECKING:
     from emulator import Emulator

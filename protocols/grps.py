@@ -29,8 +29,8 @@ from werkzeug.exceptions import HTTPException
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
-from protocols import _grps as grps
-from protocols._grpsmsg import (
+from protocols import grps_state as grps
+from protocols.grps_messages import (
     GrpsMessage,
     Prediction,
     failure,
@@ -39,7 +39,7 @@ from protocols._grpsmsg import (
     ndarray_to_gtensors,
     ok,
 )
-from protocols._http import decode_json, read_body, request_caller
+from web.http import decode_json, read_body, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator

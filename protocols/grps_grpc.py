@@ -2,7 +2,7 @@
 
 Spec: NetEase-Media/grps docs/2_Interface.md ("RPC接口") and its Python server's GrpcHandler.
 Predict, PredictStreaming, Online, Offline, CheckLiveness, CheckReadiness, ServerMetadata and
-ModelMetadata share the HTTP adapter's logic (protocols/_grps.py, protocols/_grpsmsg.py). As in
+ModelMetadata share the HTTP adapter's logic (protocols/grps_state.py, protocols/grps_messages.py). As in
 grps, failures are reported in the answer's `status` ({code: HTTP status, msg, status: FAILURE})
 with gRPC status OK; a streaming call reports a failure as its last message.
 """
@@ -18,12 +18,12 @@ import grpc
 import auth
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
-from protocols import _grps as grps
-from protocols import _protos
-from protocols._grpsmsg import GrpsMessage, Prediction, failure, ok
+from protocols import grps_state as grps
+from protocols import protos
+from protocols.grps_messages import GrpsMessage, Prediction, failure, ok
 from protocols.v2_grpc import InvocationHeaders
 
-_protos.ensure_built()
+protos.ensure_built()
 from protocols._generated import grps_pb2_grpc  # noqa: E402
 
 if TYPE_CHECKING:

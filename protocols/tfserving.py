@@ -1,7 +1,7 @@
 """TensorFlow Serving RESTful API (https://www.tensorflow.org/tfx/serving/api_rest) over the registry.
 
 Routes (model names are ml v1 models of the default project, `MLEMU_PROJECT`; versions and labels
-map to ml v1 versions as protocols/_tfs_versions.py explains):
+map to ml v1 versions as protocols/tfserving_versions.py explains):
   GET  /v1/models/{m}[/versions/{n}|/labels/{l}]            model status
   GET  /v1/models/{m}[/versions/{n}|/labels/{l}]/metadata   signature metadata
   POST /v1/models/{m}[/versions/{n}|/labels/{l}]:predict    row (`instances`) or columnar (`inputs`)
@@ -28,9 +28,9 @@ import wirejson
 from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.tensorflow import TensorFlowPredictor
-from protocols import _tfs_metadata
-from protocols import _tfs_versions as versions
-from protocols._http import error_json, json_response, read_body, request_caller
+from protocols import tfserving_metadata
+from protocols import tfserving_versions as versions
+from web.http import error_json, json_response, read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
 bp = Blueprint("tfserving", __name__)
@@ -94,7 +94,7 @@ def dispatch(rest: str = "") -> Response:
         if sub:
             version, predictor = versions.resolve(emu, caller, project, model, number, label,
                                                   "ml.models.get")
-            return json_response(_tfs_metadata.metadata(model, version, predictor))
+            return json_response(tfserving_metadata.metadata(model, version, predictor))
         return json_response(versions.model_status(emu, caller, project, model, number, label))
     assert post is not None
     model, number, label, verb = post.group(1), _number(post.group(2)), post.group(3), post.group(4)
@@ -130,8 +130,8 @@ def _predict(predictor: Any, body: dict[str, Any]) -> dict[str, Any]:
             return {"predictions": json_tensor.columns_to_rows(outputs)}
         return {"outputs": json_tensor.columns_json(outputs)}
     # Other frameworks have one input and one output: predict(instances), rows either way.
-    _tfs_metadata.check_signature(predictor, signature_name)
-    instances = body["instances"] if has_rows else _tfs_metadata.single_input(body["inputs"])
+    tfserving_metadata.check_signature(predictor, signature_name)
+    instances = body["instances"] if has_rows else tfserving_metadata.single_input(body["inputs"])
     predictions = predictor.predict(instances)
     if hasattr(predictions, "tolist"):
         predictions = predictions.tolist()

@@ -31,15 +31,15 @@ from werkzeug.exceptions import HTTPException
 import auth
 from errors import ApiError, Internal, InvalidArgument
 from payloads import Caller
-from protocols import _inference as inference
-from protocols._http import (
+from protocols import inference
+from protocols.v2_codec import decode_request, encode_response, split_body
+from web.http import (
     error_json,
     json_response,
     payload_too_large,
     read_body,
     request_caller,
 )
-from protocols._v2codec import decode_request, encode_response, split_body
 
 if TYPE_CHECKING:
     from emulator import Emulator

@@ -20,9 +20,8 @@ import grpc
 import auth
 from errors import ApiError, InvalidArgument, NotFound
 from payloads import Caller
-from protocols import _inference as inference
-from protocols import _protos
-from protocols._tensors import (
+from protocols import inference, protos
+from protocols.tensors import (
     BINARY_ONLY,
     V2_CONTENTS_FIELDS,
     Tensor,
@@ -32,9 +31,9 @@ from protocols._tensors import (
     from_flat,
     to_binary,
 )
-from protocols._v2codec import InferRequest, RequestedOutput
+from protocols.v2_codec import InferRequest, RequestedOutput
 
-_protos.ensure_built()
+protos.ensure_built()
 from protocols._generated import grpc_predict_v2_pb2 as pb  # noqa: E402
 from protocols._generated import grpc_predict_v2_pb2_grpc as pb_grpc  # noqa: E402
 

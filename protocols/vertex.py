@@ -29,13 +29,13 @@ from flask import Blueprint, Response, current_app
 from werkzeug.exceptions import HTTPException
 
 import dataplane
-from api._google import error_response
 from emulator import VERTEX_MODEL, VERTEX_VERSION, Emulator, vertex_version_name
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import ModelRef, PredictRequest
-from protocols._http import decode_json, json_response, read_body, request_caller
 from protocols.aiplatform import encode_predictions
 from settings import Settings
+from web.google import error_response
+from web.http import decode_json, json_response, read_body, request_caller
 
 log = logging.getLogger("mlemu.vertex")
 REQUEST_KEYS = ("instances", "parameters")

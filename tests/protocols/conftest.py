@@ -10,11 +10,11 @@ from typing import Any
 import grpc
 import pytest
 
-from protocols import _protos
+from protocols import protos
 from tests import modelkit
 from tests.conftest import LiveServer, free_port, start_server, stop_server
 
-_protos.ensure_built()  # the test modules import protocols._generated (a clean checkout has none)
+protos.ensure_built()  # the test modules import protocols._generated (a clean checkout has none)
 
 PROJECT = "mlemu"  # the default project the protocols serve
 

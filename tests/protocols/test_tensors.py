@@ -1,4 +1,4 @@
-"""protocols/_tensors.py: wire tensors <-> numpy, instances and predictions (pure, in-process)."""
+"""protocols/tensors.py: wire tensors <-> numpy, instances and predictions (pure, in-process)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from errors import Internal, InvalidArgument
-from protocols import _tensors as t
+from protocols import tensors as t
 
 NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
            "FP32", "FP64"]

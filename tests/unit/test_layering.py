@@ -13,10 +13,10 @@ LAYERS = {
     "errors": 0, "payloads": 0, "settings": 0, "wirejson": 0, "wirearray": 0,
     "auth": 1, "registry": 1, "predictors": 1,
     "dataplane": 2, "controlplane": 2, "emulator": 2,
-    "api": 3, "protocols": 3,
+    "api": 3, "protocols": 3, "web": 3,
     "app": 4, "grpc_server": 4, "cli_client": 4, "supervisor": 4,
 }
-FLASK_ALLOWED = {"app", "api", "protocols"}
+FLASK_ALLOWED = {"app", "api", "protocols", "web"}
 
 
 def _source_files():

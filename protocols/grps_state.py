@@ -23,7 +23,7 @@ import yaml
 import auth
 from errors import InvalidArgument
 from payloads import Caller
-from protocols import _inference as inference
+from protocols import inference
 
 if TYPE_CHECKING:
     from emulator import Emulator

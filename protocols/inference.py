@@ -18,7 +18,7 @@ import numpy as np
 import dataplane
 from errors import ApiError, Code, InvalidArgument
 from payloads import Caller, ModelRef
-from protocols._tensors import Tensor, from_predictions, to_array, to_instances
+from protocols.tensors import Tensor, from_predictions, to_array, to_instances
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -139,7 +139,7 @@ def run_tensors(predictor: Predictor, inputs: list[Tensor], parameters: Mapping[
 
 
 def instances_for(predictor: Predictor, inputs: list[Tensor]) -> Any:
-    """The instances of protocols/_tensors.py. A predictor that takes arrays (scikit-learn,
+    """The instances of protocols/tensors.py. A predictor that takes arrays (scikit-learn,
     XGBoost: `Predictor.takes_arrays`) given one numeric tensor gets the array itself: its rows
     are the instances, so this skips a round trip through Python lists (6.4 MB of FP64 over
     gRPC: ~500 ms -> ~55 ms). Custom code always gets lists, as on AI Platform."""

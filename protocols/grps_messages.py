@@ -4,7 +4,7 @@ Spec: NetEase-Media/grps apis/grps_apis/grps.proto and docs/2_Interface.md. How 
 reaches an AI Platform predictor, and how the answer comes back (same kind as the request):
 
 - `gtensors` (and HTTP's `ndarray`, one DT_FLOAT32 tensor): tensors, mapped to instances as in
-  protocols/_tensors.py (one tensor: its rows; several: one object per row keyed by name);
+  protocols/tensors.py (one tensor: its rows; several: one object per row keyed by name);
   predictions come back as `gtensors`;
 - `str_data`: one instance, the string; `bin_data`: one instance, the bytes; `gmap`: one instance,
   an object merging the maps (s_b values as bytes). The answer is the single prediction: a string
@@ -24,10 +24,9 @@ import numpy as np
 import wirejson
 from errors import ApiError, InvalidArgument
 from payloads import Caller
-from protocols import _grps as grps
-from protocols import _inference as inference
-from protocols import _protos
-from protocols._tensors import (
+from protocols import grps_state as grps
+from protocols import inference, protos
+from protocols.tensors import (
     GRPS_DTYPES,
     GRPS_OUTPUT_DTYPES,
     Tensor,
@@ -36,7 +35,7 @@ from protocols._tensors import (
     to_flat,
 )
 
-_protos.ensure_built()
+protos.ensure_built()
 from protocols._generated import grps_pb2  # noqa: E402
 
 if TYPE_CHECKING:

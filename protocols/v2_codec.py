@@ -19,7 +19,7 @@ from typing import Any
 
 import wirejson
 from errors import InvalidArgument
-from protocols._tensors import (
+from protocols.tensors import (
     Tensor,
     check_datatype,
     check_shape,

@@ -6,7 +6,7 @@ The mapping between a protocol's tensors and a predictor (AI Platform's `predict
 
 - one input tensor: the instances are the rows of its first dimension (`array.tolist()`), so a
   [3, 4] FP32 tensor is three instances of four numbers, and a [2] BYTES tensor two strings
-  (built-in frameworks get the numeric array itself: protocols/_inference.instances_for);
+  (built-in frameworks get the numeric array itself: protocols/inference.instances_for);
 - several input tensors: one object per row, keyed by input name (`{"a": a[i], "b": b[i]}`),
   which is AI Platform's JSON form for named inputs; every input needs the same first dimension;
 - BYTES elements become `str` when they are UTF-8, else stay `bytes`;
@@ -17,7 +17,7 @@ The mapping between a protocol's tensors and a predictor (AI Platform's `predict
   bool -> BOOL, integers -> INT64, floats -> FP64, strings/bytes -> BYTES.
 
 Predictors that take tensors directly (`predict_tensors(inputs: dict[str, ndarray], ...)`, the
-TensorFlow predictor) skip the instances step; see protocols/_inference.py.
+TensorFlow predictor) skip the instances step; see protocols/inference.py.
 
 Binary tensor data (V2 binary extension, gRPC raw contents): elements flattened in row-major order,
 little-endian; BYTES elements each prefixed with a 4-byte little-endian length. FP16 and BF16 exist

@@ -13,7 +13,7 @@ from typing import Any
 from errors import InvalidArgument
 from predictors.base import Predictor, TensorSpec
 from predictors.tensorflow import DEFAULT_SIGNATURE, PREDICT_METHOD, V2_DATATYPES, TensorFlowPredictor
-from protocols._tfs_versions import number_of
+from protocols.tfserving_versions import number_of
 from registry.resources import Version
 
 _TF_DATATYPES = {v2: tf for tf, v2 in V2_DATATYPES.items()}
