@@ -99,7 +99,7 @@ def read(table: tuple[Var, ...], get: Callable[[str], str | None]) -> dict[str, 
     values: dict[str, Any] = {}
     for var in table:
         for name in var.names:
-            if (text := get(name)) is not None:
+            if text := get(name):
                 values[var.field] = var.kind.read(name, text)
                 break
     return values
