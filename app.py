@@ -89,25 +89,28 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-@click.group()
+class BadSetting(click.ClickException):
+    exit_code = 2  # click's own status for a bad flag value
+
+
+class _Commands(click.Group):
+    """mlemu's command group: a bad variable (SettingsError, which names it) fails any command with
+    that one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SettingsError as exc:
+            raise BadSetting(str(exc)) from None
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """mlemu: a local emulator of Google Cloud AI Platform Prediction."""
 
 
 main.add_command(models_cli)  # `models create|list`, talking to a running server
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
-
-
-def _settings() -> Settings:
-    """Settings.from_env(), a bad variable failing the command with one line naming it."""
-    try:
-        return Settings.from_env()
-    except SettingsError as exc:
-        raise BadSetting(str(exc)) from None
-
-
-class BadSetting(click.ClickException):
-    exit_code = 2  # click's own status for a bad flag value
 
 
 def _click_type(kind: Kind) -> click.ParamType:
@@ -139,7 +142,7 @@ def setting_flags(table: tuple[Var, ...]) -> Callable[[Callable[..., Any]], Call
 @setting_flags(SETTINGS)
 def serve(**flags: Any) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
-    settings = _settings().replace(**{k: v for k, v in flags.items() if v is not None})
+    settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
     # gunicorn runs from the project folder: make relative paths mean what they meant here.
     settings = settings.replace(
         state_dir=settings.state_dir.resolve(),
@@ -210,7 +213,7 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
         raise click.UsageError("--json-instances holds no instances.")
     try:
         with tempfile.TemporaryDirectory() as cache:
-            gcs = GcsCache(Path(cache) / "gcs", _settings().storage_emulator_host)
+            gcs = GcsCache(Path(cache) / "gcs", Settings.from_env().storage_emulator_host)
             roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), Path(cache))
                      for u in (package_uris or "").split(",") if u]
             predictor, _ = predictors.load(model_dir, framework, prediction_class, roots)

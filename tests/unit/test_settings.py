@@ -145,3 +145,13 @@ def test_readme_documents_every_variable() -> None:
                   for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split(" | ")[0])}
     declared = {name for var in SETTINGS + VERTEX_SETTINGS for name in var.names}
     assert declared <= documented, declared - documented
+
+
+def test_every_command_names_a_bad_variable(tmp_path: Path) -> None:
+    """The client verbs and local predict read settings too: same one line, same status."""
+    runner = CliRunner(env={"MLEMU_PORT": "", "MLEMU_PROJECT": "p", "MLEMU_BATCH_MAX_INSTANCES": "x"})
+    for args in (["models", "list"],
+                 ["predict", "--model-dir", str(tmp_path), "--json-instances", "-"]):
+        result = runner.invoke(app.main, args, input="[1.0]\n")
+        assert result.exit_code == 2, result.output
+        assert result.output == "Error: MLEMU_BATCH_MAX_INSTANCES: 'x' is not a valid integer\n"
