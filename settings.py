@@ -117,13 +117,8 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings `environ` (default: os.environ) gives; SettingsError names a bad variable."""
         env = os.environ if environ is None else environ
-
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            return value if value not in (None, "") else None
-
-        values = read(SETTINGS, get)
-        vertex = VertexSettings.from_env(get)
+        values = read(SETTINGS, env.get)  # an empty variable counts as unset
+        vertex = VertexSettings.from_env(env.get)
         if vertex is not None:  # Vertex AI routes one HTTP port only: gRPC stays off unless asked
             values.setdefault("grpc_port", 0)
         return cls(**values, vertex=vertex,
