@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,8 @@ import click
 
 from cli_client import models as models_cli
 from cli_client import versions as versions_cli
-from settings import Settings
+from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
+from settings import SETTINGS, Settings
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -87,7 +89,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-@click.group()
+class BadSetting(click.ClickException):
+    exit_code = 2  # click's own status for a bad flag value
+
+
+class _Commands(click.Group):
+    """mlemu's command group: a bad variable (SettingsError, which names it) fails any command with
+    that one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SettingsError as exc:
+            raise BadSetting(str(exc)) from None
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """mlemu: a local emulator of Google Cloud AI Platform Prediction."""
 
@@ -96,37 +113,36 @@ main.add_command(models_cli)  # `models create|list`, talking to a running serve
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 
 
+def _click_type(kind: Kind) -> click.ParamType:
+    """A setting's kind as click's type for its flag (click checks the flag's value)."""
+    if kind is FILE:
+        return click.Path(dir_okay=False, exists=True, path_type=Path)
+    if kind is DIRECTORY:
+        return click.Path(file_okay=False, path_type=Path)
+    if kind.choices:
+        return click.Choice(kind.choices)
+    types: dict[Kind, click.ParamType] = {INTEGER: click.INT, COUNT: click.INT,
+                                          FLOAT: click.FLOAT, BOOLEAN: click.BOOL}
+    return types.get(kind, click.STRING)
+
+
+def setting_flags(table: tuple[Var, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorates a command with a flag for each setting of `table` that has one, named after its
+    Settings field; unused flags are None."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for var in reversed(table):  # click lists options in the order they are applied
+            if var.flag is not None:
+                command = click.option(var.flag, var.field, type=_click_type(var.kind),
+                                       help=var.help)(command)
+        return command
+    return decorate
+
+
 @main.command()
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
-              help="Bootstrap YAML of projects, models and versions to serve.")
-@click.option("--host", help="Interface to listen on (default 127.0.0.1; 0.0.0.0 in containers).")
-@click.option("--port", type=int, help="HTTP port (default 8080, or $PORT).")
-@click.option("--workers", type=int, help="gunicorn worker processes (default: one per CPU).")
-@click.option("--threads", type=int, help="Threads per worker (default: 16 in all, at least 4 each).")
-@click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
-@click.option("--grpc-port", type=int,
-              help="gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables).")
-@click.option("--iam-mode", type=click.Choice(["off", "enforce"]),
-              help="IAM: off allows everything (default); enforce checks every call.")
-@click.option("--iam-config", type=click.Path(dir_okay=False, exists=True),
-              help="IAM config YAML: accounts, tokens, groups, project policies (README, IAM).")
-def serve(config_file: str | None, host: str | None, port: int | None, workers: int | None,
-          threads: int | None, state_dir: str | None, grpc_port: int | None,
-          iam_mode: str | None, iam_config: str | None) -> None:
+@setting_flags(SETTINGS)
+def serve(**flags: Any) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
-    settings = Settings.from_env()
-    changes: dict[str, Any] = {}
-    if config_file:
-        changes["config_file"] = Path(config_file).resolve()
-    if state_dir:
-        changes["state_dir"] = Path(state_dir).resolve()
-    if iam_config:
-        changes["iam_config"] = Path(iam_config).resolve()
-    for key, value in (("host", host), ("port", port), ("workers", workers), ("threads", threads),
-                       ("grpc_port", grpc_port), ("iam_mode", iam_mode)):
-        if value is not None:
-            changes[key] = value
-    settings = settings.replace(**changes)
+    settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
     # gunicorn runs from the project folder: make relative paths mean what they meant here.
     settings = settings.replace(
         state_dir=settings.state_dir.resolve(),

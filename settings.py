@@ -1,8 +1,11 @@
 """Runtime settings: one frozen object, read once from the environment.
 
-This is the only module that reads os.environ. Every variable is documented in the README
-("Configuration"); the CLI translates its flags into these variables before starting gunicorn, so
-the master, every worker and the gRPC server all see the same settings.
+This is the only module that reads os.environ. Each setting is declared once, as one line of
+SETTINGS: its Settings field, its variables, the kind of value it holds (envvars.py) and, for the
+few `app.py serve` takes on the command line, its flag. from_env, to_env and serve's flags are all
+derived from that table. Every variable is documented in the README ("Configuration"; a test
+keeps the two in step); the CLI translates its flags into these variables before starting
+gunicorn, so the master, every worker and the gRPC server all see the same settings.
 """
 
 from __future__ import annotations
@@ -13,16 +16,52 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from envvars import COUNT, DIRECTORY, FILE, INTEGER, LIST, TEXT, Var, choice, read, write
+
 #: AI Platform's online prediction request limit (1.5 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864
 #: gRPC port served beside HTTP by `app.py serve` (0 disables gRPC).
 DEFAULT_GRPC_PORT = 8081
 #: Message limit of the V2 and grps protocols (REST bodies, gRPC messages): gRPC's default is 4 MiB.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: MLEMU_IAM_MODE: off allows everything, enforce checks every call.
+IAM_MODES = ("off", "enforce")
+#: MLEMU_LOG_LEVEL: the levels both logging and gunicorn's loglevel know.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-def _bool(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+#: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
+#: flags come first, in the order `serve --help` lists them. Defaults are Settings' own.
+SETTINGS = (
+    Var("config_file", ("MLEMU_CONFIG",), FILE, "--config",
+        "Bootstrap YAML of projects, models and versions to serve."),
+    Var("host", ("MLEMU_HOST",), TEXT, "--host",
+        "Interface to listen on (default 127.0.0.1; 0.0.0.0 in containers)."),
+    # Cloud Run and Knative inject PORT, Vertex AI AIP_HTTP_PORT; MLEMU_PORT wins.
+    Var("port", ("MLEMU_PORT", "AIP_HTTP_PORT", "PORT"), INTEGER, "--port",
+        "HTTP port (default 8080, or $PORT)."),
+    Var("workers", ("MLEMU_WORKERS",), COUNT, "--workers",
+        "gunicorn worker processes (default: one per CPU)."),
+    Var("threads", ("MLEMU_THREADS",), COUNT, "--threads",
+        "Threads per worker (default: 16 in all, at least 4 each)."),
+    Var("state_dir", ("MLEMU_STATE_DIR",), DIRECTORY, "--state-dir", "Where state is kept."),
+    Var("grpc_port", ("MLEMU_GRPC_PORT",), INTEGER, "--grpc-port",
+        "gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables)."),
+    Var("iam_mode", ("MLEMU_IAM_MODE",), choice(*IAM_MODES), "--iam-mode",
+        "IAM: off allows everything (default); enforce checks every call."),
+    Var("iam_config", ("MLEMU_IAM_CONFIG",), FILE, "--iam-config",
+        "IAM config YAML: accounts, tokens, groups, project policies (README, IAM)."),
+    Var("database_url", ("MLEMU_DATABASE_URL",)),
+    Var("storage_emulator_host", ("STORAGE_EMULATOR_HOST",)),
+    Var("max_request_bytes", ("MLEMU_MAX_REQUEST_BYTES",), INTEGER),
+    Var("default_project", ("MLEMU_PROJECT",)),
+    Var("public_url", ("MLEMU_PUBLIC_URL",)),
+    Var("xgboost_nthread", ("MLEMU_XGBOOST_NTHREAD",), INTEGER),
+    Var("batch_max_instances", ("MLEMU_BATCH_MAX_INSTANCES",), INTEGER),
+    Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
+    Var("max_message_bytes", ("MLEMU_MAX_MESSAGE_BYTES",), INTEGER),
+    Var("grps_default_model", ("MLEMU_GRPS_MODEL",)),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,77 +115,23 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings `environ` (default: os.environ) gives; SettingsError names a bad variable."""
         env = os.environ if environ is None else environ
-        defaults = cls()
-
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            return value if value not in (None, "") else None
-
-        config = get("MLEMU_CONFIG")
-        vertex = VertexSettings.from_env(get)
-        port = get("MLEMU_PORT") or get("AIP_HTTP_PORT") or get("PORT")
-        grpc_port = get("MLEMU_GRPC_PORT")
-        return cls(
-            state_dir=Path(get("MLEMU_STATE_DIR") or defaults.state_dir),
-            config_file=Path(config) if config else None,
-            host=get("MLEMU_HOST") or defaults.host,
-            # Cloud Run and Knative inject PORT, Vertex AI AIP_HTTP_PORT; MLEMU_PORT wins.
-            port=int(port) if port else defaults.port,
-            workers=_positive_or_none(get("MLEMU_WORKERS")),
-            threads=_positive_or_none(get("MLEMU_THREADS")),
-            max_request_bytes=int(get("MLEMU_MAX_REQUEST_BYTES") or defaults.max_request_bytes),
-            default_project=get("MLEMU_PROJECT") or defaults.default_project,
-            iam_mode=(get("MLEMU_IAM_MODE") or defaults.iam_mode).lower(),
-            iam_config=Path(iam) if (iam := get("MLEMU_IAM_CONFIG")) else None,
-            xgboost_nthread=int(get("MLEMU_XGBOOST_NTHREAD") or defaults.xgboost_nthread),
-            batch_max_instances=int(get("MLEMU_BATCH_MAX_INSTANCES") or defaults.batch_max_instances),
-            database_url=get("MLEMU_DATABASE_URL"),
-            # Vertex AI routes one HTTP port only: gRPC stays off there unless asked for.
-            grpc_port=int(grpc_port) if grpc_port else (0 if vertex else defaults.grpc_port),
-            public_url=get("MLEMU_PUBLIC_URL"),
-            log_level=get("MLEMU_LOG_LEVEL") or defaults.log_level,
-            extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")},
-            max_message_bytes=int(get("MLEMU_MAX_MESSAGE_BYTES") or defaults.max_message_bytes),
-            grps_default_model=get("MLEMU_GRPS_MODEL"),
-            vertex=vertex,
-            storage_emulator_host=get("STORAGE_EMULATOR_HOST"),
-        )
+        values = read(SETTINGS, env.get)  # an empty variable counts as unset
+        vertex = VertexSettings.from_env(env.get)
+        if vertex is not None:  # Vertex AI routes one HTTP port only: gRPC stays off unless asked
+            values.setdefault("grpc_port", 0)
+        return cls(**values, vertex=vertex,
+                   extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")})
 
     def to_env(self) -> dict[str, str]:
-        """The inverse of from_env, for handing settings to child processes (gunicorn workers)."""
-        env = {
-            "MLEMU_STATE_DIR": str(self.state_dir),
-            "MLEMU_HOST": self.host,
-            "MLEMU_PORT": str(self.port),
-            "MLEMU_MAX_REQUEST_BYTES": str(self.max_request_bytes),
-            "MLEMU_PROJECT": self.default_project,
-            "MLEMU_IAM_MODE": self.iam_mode,
-            "MLEMU_XGBOOST_NTHREAD": str(self.xgboost_nthread),
-            "MLEMU_BATCH_MAX_INSTANCES": str(self.batch_max_instances),
-            "MLEMU_GRPC_PORT": str(self.grpc_port),
-            "MLEMU_LOG_LEVEL": self.log_level,
-        }
-        if self.config_file is not None:
-            env["MLEMU_CONFIG"] = str(self.config_file)
-        if self.iam_config is not None:
-            env["MLEMU_IAM_CONFIG"] = str(self.iam_config)
-        if self.database_url:
-            env["MLEMU_DATABASE_URL"] = self.database_url
-        if self.public_url:
-            env["MLEMU_PUBLIC_URL"] = self.public_url
-        env["MLEMU_MAX_MESSAGE_BYTES"] = str(self.max_message_bytes)
-        if self.grps_default_model:
-            env["MLEMU_GRPS_MODEL"] = self.grps_default_model
-        # Unset means "size from the CPUs" (worker_layout): only explicit values are passed on.
-        if self.workers is not None:
-            env["MLEMU_WORKERS"] = str(self.workers)
-        if self.threads is not None:
-            env["MLEMU_THREADS"] = str(self.threads)
+        """The inverse of from_env, for handing settings to child processes (gunicorn workers).
+
+        Unset (None) settings are left out: workers and threads then size from the CPUs there too.
+        """
+        env = write(SETTINGS, self)
         if self.vertex is not None:
             env.update(self.vertex.to_env())
-        if self.storage_emulator_host:
-            env["STORAGE_EMULATOR_HOST"] = self.storage_emulator_host
         env.update(self.extra)
         return env
 
@@ -172,12 +157,6 @@ class Settings:
 MAX_AUTO_WORKERS = 8
 AUTO_TOTAL_THREADS = 16
 MIN_AUTO_THREADS = 4
-
-
-def _positive_or_none(value: str | None) -> int | None:
-    """An explicit count; unset, empty or 0 mean "size it from the CPUs"."""
-    number = int(value) if value else 0
-    return number if number > 0 else None
 
 
 def available_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> float:
@@ -231,27 +210,24 @@ class VertexSettings:
 
     @classmethod
     def from_env(cls, get: Callable[[str], str | None]) -> VertexSettings | None:
-        health, predict, storage = (get("AIP_HEALTH_ROUTE"), get("AIP_PREDICT_ROUTE"),
-                                    get("AIP_STORAGE_URI"))
-        if not (health and predict and storage):
+        values = read(VERTEX_SETTINGS, get)
+        if not all(values.get(name) for name in ("health_route", "predict_route", "storage_uri")):
             return None
-        packages = get("MLEMU_VERTEX_PACKAGE_URIS") or ""
-        return cls(health_route=health, predict_route=predict, storage_uri=storage,
-                   deployed_model_id=get("AIP_DEPLOYED_MODEL_ID"),
-                   prediction_class=get("MLEMU_VERTEX_PREDICTION_CLASS"),
-                   package_uris=tuple(uri.strip() for uri in packages.split(",") if uri.strip()),
-                   passthrough={k: v for k in AIP_PASSTHROUGH if (v := get(k) or "")})
+        return cls(**values, passthrough={k: v for k in AIP_PASSTHROUGH if (v := get(k) or "")})
 
     def to_env(self) -> dict[str, str]:
-        env = {**self.passthrough, "AIP_HEALTH_ROUTE": self.health_route,
-               "AIP_PREDICT_ROUTE": self.predict_route, "AIP_STORAGE_URI": self.storage_uri}
-        if self.deployed_model_id:
-            env["AIP_DEPLOYED_MODEL_ID"] = self.deployed_model_id
-        if self.prediction_class:
-            env["MLEMU_VERTEX_PREDICTION_CLASS"] = self.prediction_class
-        if self.package_uris:
-            env["MLEMU_VERTEX_PACKAGE_URIS"] = ",".join(self.package_uris)
-        return env
+        return {**self.passthrough, **write(VERTEX_SETTINGS, self)}
+
+
+#: VertexSettings' variables, declared as SETTINGS are.
+VERTEX_SETTINGS = (
+    Var("health_route", ("AIP_HEALTH_ROUTE",)),
+    Var("predict_route", ("AIP_PREDICT_ROUTE",)),
+    Var("storage_uri", ("AIP_STORAGE_URI",)),
+    Var("deployed_model_id", ("AIP_DEPLOYED_MODEL_ID",)),
+    Var("prediction_class", ("MLEMU_VERTEX_PREDICTION_CLASS",)),
+    Var("package_uris", ("MLEMU_VERTEX_PACKAGE_URIS",), LIST),
+)
 
 
 #: Other variables Vertex AI sets; mlemu only passes them on (AIP_HTTP_PORT becomes MLEMU_PORT).

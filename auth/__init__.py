@@ -31,6 +31,7 @@ from auth.policy import (
 )
 from errors import PermissionDenied, Unauthenticated
 from payloads import ANONYMOUS, Caller
+from settings import IAM_MODES
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -40,7 +41,8 @@ __all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy"
            "denied", "granted", "held_permissions", "identify", "is_role", "load_config",
            "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
            "require_authenticated"]
-MODES = ("off", "enforce")
+#: MLEMU_IAM_MODE is checked by settings.py; a Settings built in code is checked by load_config.
+MODES = IAM_MODES
 MODEL_OWNER = "roles/ml.modelOwner"
 _EMPTY = IamConfig()
 
