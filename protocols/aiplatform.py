@@ -116,14 +116,14 @@ def predict_version(project: str, model: str, version: str) -> Response:
     return _predict(ModelRef(project, model, version))
 
 
-def render_error(exc: ApiError) -> Response:
+def render_ml_predict_error(exc: ApiError) -> Response:
     """This route's error shapes: a model's failure as AI Platform words it, else Google's."""
     if isinstance(exc, PredictionFailed):
         return json_response({"error": exc.message}, exc.http_status)
     return google_error_response(exc)
 
 
-register_error_renderer(bp, render_error, log)
+register_error_renderer(bp, render_ml_predict_error, log)
 
 
 #: The plain :predict paths the fast path serves; names outside [A-Za-z0-9_-] (which AI
@@ -172,9 +172,9 @@ class PredictFastPath:
         try:
             answer = self._serve(environ, ref)
         except ApiError as exc:
-            return render_error(exc)(environ, start_response)
+            return render_ml_predict_error(exc)(environ, start_response)
         except Exception:  # noqa: BLE001 - the client gets this route's INTERNAL error object
-            return render_internal(render_error, log)(environ, start_response)
+            return render_internal(render_ml_predict_error, log)(environ, start_response)
         start_response("200 OK", [_JSON_HEADERS, ("Content-Length", str(len(answer)))])
         return [answer]
 

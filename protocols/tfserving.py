@@ -165,9 +165,9 @@ def _classify_regress(predictor: Any, body: dict[str, Any], verb: str) -> dict[s
     return {"results": predictor.regress(features, context, name)}
 
 
-def render_error(exc: ApiError) -> Response:
+def render_tfserving_error(exc: ApiError) -> Response:
     # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: ").
     return error_json(exc, exc.detail if isinstance(exc, PredictionFailed) else None)
 
 
-register_error_renderer(bp, render_error, log)
+register_error_renderer(bp, render_tfserving_error, log)
