@@ -32,8 +32,8 @@ GRACE_S = 8.0
 
 def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, int]:
     """A started-ready (not yet started) server and the port it is bound to."""
-    from protocols._generated import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
     from protocols.grps_grpc import GrpsServicer
+    from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
     from protocols.v2_grpc import V2Servicer
 
     settings = emu.settings

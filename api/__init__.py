@@ -13,7 +13,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from errors import ApiError, Code, Internal, from_code
-from web.google import error_response
+from web.google import google_error_response
 from web.http import error_json, request_caller
 
 log = logging.getLogger("mlemu")
@@ -29,11 +29,11 @@ def _google_path() -> bool:
 
 def _render(exc: ApiError) -> Response:
     if _google_path():
-        return error_response(exc)
+        return google_error_response(exc)
     if request.path.startswith("/grps/"):  # grps clients read {"status": {...}}
-        from protocols.grps import error_response as grps_error
+        from protocols.grps import grps_error_response
 
-        return grps_error(exc)
+        return grps_error_response(exc)
     return error_json(exc)
 
 

@@ -13,7 +13,7 @@ from flask import Blueprint, Response
 
 from api._requests import body, context, int_arg, use_id_converter
 from controlplane import iam
-from web.google import json_response
+from web.google import google_json_response
 
 bp = Blueprint("ml_iam", __name__)
 use_id_converter(bp)
@@ -23,19 +23,19 @@ RESOURCE = "/v1/projects/<project>/models/<id:model>"
 @bp.get(RESOURCE + ":getIamPolicy")
 def get_iam_policy(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(iam.get_iam_policy(emu, caller, f"projects/{project}/models/{model}",
+    return google_json_response(iam.get_iam_policy(emu, caller, f"projects/{project}/models/{model}",
                                             int_arg("options.requestedPolicyVersion")))
 
 
 @bp.post(RESOURCE + ":setIamPolicy")
 def set_iam_policy(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(iam.set_iam_policy(emu, caller, f"projects/{project}/models/{model}",
+    return google_json_response(iam.set_iam_policy(emu, caller, f"projects/{project}/models/{model}",
                                             body()))
 
 
 @bp.post(RESOURCE + ":testIamPermissions")
 def test_iam_permissions(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(iam.test_iam_permissions(emu, caller,
+    return google_json_response(iam.test_iam_permissions(emu, caller,
                                                   f"projects/{project}/models/{model}", body()))

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, request
 
 from api._requests import body, context, list_args, use_id_converter
 from controlplane import models
-from web.google import json_response
+from web.google import google_json_response
 
 bp = Blueprint("ml_models", __name__)
 use_id_converter(bp)
@@ -26,29 +26,29 @@ RESOURCE = "/v1/projects/<project>/models/<id:model>"
 @bp.post(COLLECTION)
 def create_model(project: str) -> Response:
     emu, caller = context()
-    return json_response(models.create_model(emu, caller, f"projects/{project}", body()))
+    return google_json_response(models.create_model(emu, caller, f"projects/{project}", body()))
 
 
 @bp.get(COLLECTION)
 def list_models(project: str) -> Response:
     emu, caller = context()
-    return json_response(models.list_models(emu, caller, f"projects/{project}", **list_args()))
+    return google_json_response(models.list_models(emu, caller, f"projects/{project}", **list_args()))
 
 
 @bp.get(RESOURCE)
 def get_model(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(models.get_model(emu, caller, f"projects/{project}/models/{model}"))
+    return google_json_response(models.get_model(emu, caller, f"projects/{project}/models/{model}"))
 
 
 @bp.patch(RESOURCE)
 def patch_model(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(models.patch_model(emu, caller, f"projects/{project}/models/{model}",
+    return google_json_response(models.patch_model(emu, caller, f"projects/{project}/models/{model}",
                                             body(), request.args.get("updateMask")))
 
 
 @bp.delete(RESOURCE)
 def delete_model(project: str, model: str) -> Response:
     emu, caller = context()
-    return json_response(models.delete_model(emu, caller, f"projects/{project}/models/{model}"))
+    return google_json_response(models.delete_model(emu, caller, f"projects/{project}/models/{model}"))

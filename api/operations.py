@@ -14,7 +14,7 @@ from flask import Blueprint, Response
 
 from api._requests import bool_arg, context, list_args, use_id_converter
 from controlplane import operations, project
-from web.google import json_response
+from web.google import google_json_response
 
 bp = Blueprint("ml_operations", __name__)
 use_id_converter(bp)
@@ -23,7 +23,7 @@ use_id_converter(bp)
 @bp.get("/v1/projects/<project_id>/operations")
 def list_operations(project_id: str) -> Response:
     emu, caller = context()
-    return json_response(operations.list_operations(
+    return google_json_response(operations.list_operations(
         emu, caller, f"projects/{project_id}", **list_args(),
         return_partial_success=bool_arg("returnPartialSuccess")))
 
@@ -31,18 +31,18 @@ def list_operations(project_id: str) -> Response:
 @bp.get("/v1/projects/<project_id>/operations/<id:operation>")
 def get_operation(project_id: str, operation: str) -> Response:
     emu, caller = context()
-    return json_response(operations.get_operation(
+    return google_json_response(operations.get_operation(
         emu, caller, f"projects/{project_id}/operations/{operation}"))
 
 
 @bp.post("/v1/projects/<project_id>/operations/<id:operation>:cancel")
 def cancel_operation(project_id: str, operation: str) -> Response:
     emu, caller = context()
-    return json_response(operations.cancel_operation(
+    return google_json_response(operations.cancel_operation(
         emu, caller, f"projects/{project_id}/operations/{operation}"))
 
 
 @bp.get("/v1/projects/<project_id>:getConfig")
 def get_config(project_id: str) -> Response:
     emu, caller = context()
-    return json_response(project.get_config(emu, caller, f"projects/{project_id}"))
+    return google_json_response(project.get_config(emu, caller, f"projects/{project_id}"))

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, request
 
 from api._requests import body, context, list_args, use_id_converter
 from controlplane import versions
-from web.google import json_response
+from web.google import google_json_response
 
 bp = Blueprint("ml_versions", __name__)
 use_id_converter(bp)
@@ -32,37 +32,37 @@ def _name(project: str, model: str, version: str) -> str:
 def create_version(project: str, model: str) -> Response:
     emu, caller = context()
     parent = f"projects/{project}/models/{model}"
-    return json_response(versions.create_version(emu, caller, parent, body()))
+    return google_json_response(versions.create_version(emu, caller, parent, body()))
 
 
 @bp.get(COLLECTION)
 def list_versions(project: str, model: str) -> Response:
     emu, caller = context()
     parent = f"projects/{project}/models/{model}"
-    return json_response(versions.list_versions(emu, caller, parent, **list_args()))
+    return google_json_response(versions.list_versions(emu, caller, parent, **list_args()))
 
 
 @bp.get(RESOURCE)
 def get_version(project: str, model: str, version: str) -> Response:
     emu, caller = context()
-    return json_response(versions.get_version(emu, caller, _name(project, model, version)))
+    return google_json_response(versions.get_version(emu, caller, _name(project, model, version)))
 
 
 @bp.patch(RESOURCE)
 def patch_version(project: str, model: str, version: str) -> Response:
     emu, caller = context()
-    return json_response(versions.patch_version(emu, caller, _name(project, model, version),
+    return google_json_response(versions.patch_version(emu, caller, _name(project, model, version),
                                                 body(), request.args.get("updateMask")))
 
 
 @bp.delete(RESOURCE)
 def delete_version(project: str, model: str, version: str) -> Response:
     emu, caller = context()
-    return json_response(versions.delete_version(emu, caller, _name(project, model, version)))
+    return google_json_response(versions.delete_version(emu, caller, _name(project, model, version)))
 
 
 @bp.post(RESOURCE + ":setDefault")
 def set_default_version(project: str, model: str, version: str) -> Response:
     emu, caller = context()
-    return json_response(versions.set_default_version(emu, caller, _name(project, model, version),
+    return google_json_response(versions.set_default_version(emu, caller, _name(project, model, version),
                                                       body(required=False)))

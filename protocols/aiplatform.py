@@ -25,17 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app
 from werkzeug.datastructures import EnvironHeaders
-from werkzeug.exceptions import HTTPException
 
 import auth
 import dataplane
 import wirearray
 import wirejson
-from errors import ApiError, Internal, InvalidArgument, PredictionFailed
+from errors import ApiError, InvalidArgument, PredictionFailed
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest
-from web.google import check_standard_params, error_response, json_response
-from web.http import decode_json, read_body, read_limited, request_caller
-from web.http import json_response as plain_json
+from web.google import check_standard_params, google_error_response, google_json_response
+from web.handlers import register_error_renderer, render_internal
+from web.http import decode_json, json_response, read_body, read_limited, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -47,7 +46,8 @@ log = logging.getLogger("mlemu.aiplatform")
 bp = Blueprint("aiplatform", __name__)
 
 
-def decode_request(body: Any) -> PredictRequest:
+def decode_ml_predict(body: Any) -> PredictRequest:
+    """An ml v1 `:predict` body (parsed JSON): `instances` plus keyword arguments."""
     if not isinstance(body, dict):
         raise InvalidArgument(
             "Invalid JSON payload received. The request body must be a JSON object with an "
@@ -70,7 +70,7 @@ def decode_request(body: Any) -> PredictRequest:
     return PredictRequest(instances=instances, parameters=parameters)
 
 
-def decode_body(data: bytes) -> PredictRequest:
+def decode_ml_predict_body(data: bytes) -> PredictRequest:
     """A request body as a PredictRequest (both entry points).
 
     Large bodies of plain number rows are decoded straight into an array (wirearray.py); every
@@ -79,7 +79,7 @@ def decode_body(data: bytes) -> PredictRequest:
     array = wirearray.instances_array(data)
     if array is not None:
         return PredictRequest(NumericInstances(array, functools.partial(wirearray.rows, data, array)))
-    return decode_request(decode_json(data))
+    return decode_ml_predict(decode_json(data))
 
 
 def encode_predictions(predictions: Any) -> Any:
@@ -94,7 +94,7 @@ def encode_predictions(predictions: Any) -> Any:
 
 def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, data: bytes) -> Any:
     """The use case between the request body and the `predictions` value (both entry points)."""
-    result = dataplane.predict(emu, caller, ref, decode_body(data))
+    result = dataplane.predict(emu, caller, ref, decode_ml_predict_body(data))
     return encode_predictions(result.predictions)
 
 
@@ -103,7 +103,7 @@ def _predict(ref: ModelRef) -> Response:
     caller = request_caller()
     check_standard_params()
     data = read_body(emu.settings.max_request_bytes)
-    return json_response({"predictions": _predictions(emu, caller, ref, data)})
+    return google_json_response({"predictions": _predictions(emu, caller, ref, data)})
 
 
 @bp.post("/v1/projects/<project>/models/<model>:predict")
@@ -116,24 +116,14 @@ def predict_version(project: str, model: str, version: str) -> Response:
     return _predict(ModelRef(project, model, version))
 
 
-@bp.errorhandler(ApiError)
-def render_error(exc: ApiError) -> Response:
+def render_ml_predict_error(exc: ApiError) -> Response:
+    """This route's error shapes: a model's failure as AI Platform words it, else Google's."""
     if isinstance(exc, PredictionFailed):
-        return plain_json({"error": exc.message}, exc.http_status)
-    return error_response(exc)
+        return json_response({"error": exc.message}, exc.http_status)
+    return google_error_response(exc)
 
 
-def internal_error() -> Response:
-    """The answer to an unexpected exception (logged with its traceback, never sent)."""
-    log.exception("prediction failed unexpectedly")
-    return error_response(Internal("Internal error encountered."))
-
-
-@bp.errorhandler(Exception)
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    return internal_error()
+register_error_renderer(bp, render_ml_predict_error, log)
 
 
 #: The plain :predict paths the fast path serves; names outside [A-Za-z0-9_-] (which AI
@@ -182,9 +172,9 @@ class PredictFastPath:
         try:
             answer = self._serve(environ, ref)
         except ApiError as exc:
-            return render_error(exc)(environ, start_response)
+            return render_ml_predict_error(exc)(environ, start_response)
         except Exception:  # noqa: BLE001 - the client gets this route's INTERNAL error object
-            return internal_error()(environ, start_response)
+            return render_internal(render_ml_predict_error, log)(environ, start_response)
         start_response("200 OK", [_JSON_HEADERS, ("Content-Length", str(len(answer)))])
         return [answer]
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
 from google.protobuf import json_format
-from werkzeug.exceptions import HTTPException
 
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, Unavailable
@@ -39,6 +38,7 @@ from protocols.grps_messages import (
     ndarray_to_gtensors,
     ok,
 )
+from web.handlers import register_error_renderer
 from web.http import decode_json, read_body, request_caller
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def respond(message: Any) -> Response:
     return Response(wirejson.dumps(to_json(message)), status=status, mimetype="application/json")
 
 
-def error_response(exc: ApiError) -> Response:
+def grps_error_response(exc: ApiError) -> Response:
     """grps's error shape; also used by the app's fallbacks for unknown /grps/ routes."""
     response = respond(failure(exc))
     response.headers.extend(exc.headers)
@@ -192,14 +192,4 @@ def _chunks(call: Prediction) -> Iterator[bytes]:
         yield wirejson.dumps(to_json(failure(Internal("Internal error encountered."))))
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    return error_response(exc)
-
-
-@bp.errorhandler(Exception)
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("grps request failed unexpectedly")
-    return error_response(Internal("Internal error encountered."))
+register_error_renderer(bp, grps_error_response, log)

@@ -19,12 +19,9 @@ import auth
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
 from protocols import grps_state as grps
-from protocols import protos
 from protocols.grps_messages import GrpsMessage, Prediction, failure, ok
+from protocols.proto_modules import grps_pb2_grpc
 from protocols.v2_grpc import InvocationHeaders
-
-protos.ensure_built()
-from protocols._generated import grps_pb2_grpc  # noqa: E402
 
 if TYPE_CHECKING:
     from emulator import Emulator

@@ -25,18 +25,10 @@ import wirejson
 from errors import ApiError, InvalidArgument
 from payloads import Caller
 from protocols import grps_state as grps
-from protocols import inference, protos
-from protocols.tensors import (
-    GRPS_DTYPES,
-    GRPS_OUTPUT_DTYPES,
-    Tensor,
-    from_flat,
-    from_predictions,
-    to_flat,
-)
-
-protos.ensure_built()
-from protocols._generated import grps_pb2  # noqa: E402
+from protocols import inference
+from protocols.grps_tensors import GRPS_DTYPES, GRPS_OUTPUT_DTYPES, to_flat
+from protocols.proto_modules import grps_pb2
+from protocols.tensors import Tensor, from_flat, from_predictions
 
 if TYPE_CHECKING:
     from emulator import Emulator

@@ -141,8 +141,9 @@ def run_tensors(predictor: Predictor, inputs: list[Tensor], parameters: Mapping[
 def instances_for(predictor: Predictor, inputs: list[Tensor]) -> Any:
     """The instances of protocols/tensors.py. A predictor that takes arrays (scikit-learn,
     XGBoost: `Predictor.takes_arrays`) given one numeric tensor gets the array itself: its rows
-    are the instances, so this skips a round trip through Python lists (6.4 MB of FP64 over
-    gRPC: ~500 ms -> ~55 ms). Custom code always gets lists, as on AI Platform."""
+    are the instances, so this skips a round trip through Python lists, the dominant cost of a
+    large tensor (bench/RESULTS.md, "V2 and grps tensors as arrays"). Custom code always gets
+    lists, as on AI Platform."""
     if (predictor.takes_arrays and len(inputs) == 1 and inputs[0].data.ndim >= 1
             and inputs[0].data.dtype.kind in "biuf"):
         return inputs[0].data

@@ -1,10 +1,11 @@
 """Python modules generated from protos/*.proto (grpcio-tools) into protocols/_generated/.
 
-The build is `make protos` (which `make venv`, `make test` and `make serve` depend on), i.e.
-`python -m protocols.protos`. The generated package is not committed. `ensure_built()` rebuilds it
-when it is missing or older than a .proto, so a plain `pytest` or `python grpc_server.py` from a
-clean checkout works too; the build writes to a temporary directory and renames it into place, so
-processes starting together never see half-written modules.
+The build is `make protos` (which `make venv`, `make test` and `make serve` depend on, and which
+reruns when a .proto changes), i.e. `python -m protocols.protos`, and the image build
+(deploy/Dockerfile). It never runs on import: the code imports the modules through
+protocols/proto_modules.py, which names `make protos` when they are missing. The generated package
+is not committed. The build writes to a temporary directory and renames it into place, so a
+process starting meanwhile never sees half-written modules.
 
 Two rewrites after protoc: `import grps_pb2 as ...` in the *_pb2_grpc.py modules becomes a
 package-relative import (the modules live inside `protocols._generated`), and each *_pb2 module
@@ -27,14 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "protos"
 OUT_DIR = Path(__file__).resolve().parent / "_generated"
 PROTOS = ("grpc_predict_v2.proto", "grps.proto")
-
-
-def _stale() -> bool:
-    stamp = OUT_DIR / "__init__.py"
-    if not stamp.exists():
-        return True
-    built = stamp.stat().st_mtime
-    return any((PROTO_DIR / name).stat().st_mtime > built for name in PROTOS)
 
 
 def build() -> None:
@@ -75,18 +68,6 @@ def build() -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def ensure_built() -> None:
-    """Build when missing or older than a .proto; a stale build that cannot be redone (read-only
-    install, no grpcio-tools) is used as it is."""
-    if not _stale():
-        return
-    try:
-        build()
-    except (OSError, RuntimeError):
-        if not (OUT_DIR / "__init__.py").exists():
-            raise
 
 
 if __name__ == "__main__":

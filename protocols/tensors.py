@@ -18,18 +18,14 @@ The mapping between a protocol's tensors and a predictor (AI Platform's `predict
 
 Predictors that take tensors directly (`predict_tensors(inputs: dict[str, ndarray], ...)`, the
 TensorFlow predictor) skip the instances step; see protocols/inference.py.
-
-Binary tensor data (V2 binary extension, gRPC raw contents): elements flattened in row-major order,
-little-endian; BYTES elements each prefixed with a 4-byte little-endian length. FP16 and BF16 exist
-only in binary form. BF16 has no numpy dtype: it is widened to float32 on input (the high 16 bits
-of a float32) and narrowed by truncation on output.
+The binary form of tensors (V2's binary extension, gRPC raw contents) is protocols/
+tensor_binary.py; grps's dtype tables are protocols/grps_tensors.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import struct
 from typing import Any
 
 import numpy as np
@@ -46,7 +42,6 @@ NUMPY_DTYPES: dict[str, Any] = {
 DATATYPES = tuple(NUMPY_DTYPES)
 #: Datatypes the JSON (and typed gRPC contents) form cannot carry.
 BINARY_ONLY = frozenset({"FP16", "BF16"})
-_ITEMSIZE = {"BF16": 2}
 
 
 @dataclasses.dataclass
@@ -153,64 +148,6 @@ def from_values(name: str, datatype: str, shape: tuple[int, ...], values: Any) -
     except (OverflowError, ValueError, TypeError) as exc:
         raise InvalidArgument(f"{where}: data does not fit {datatype}: {exc}") from None
     return Tensor(name, datatype, array.reshape(shape))
-
-
-def from_binary(name: str, datatype: str, shape: tuple[int, ...], raw: bytes) -> Tensor:
-    """A tensor from its binary form (little-endian; BYTES length-prefixed)."""
-    where = f"input '{name}'"
-    expected = element_count(shape)
-    if datatype == "BYTES":
-        array = np.empty(expected, dtype=np.object_)
-        array[:] = deserialize_bytes(raw, expected, where)
-        return Tensor(name, datatype, array.reshape(shape))
-    itemsize = _ITEMSIZE.get(datatype) or np.dtype(NUMPY_DTYPES[datatype]).itemsize
-    if len(raw) != expected * itemsize:
-        raise InvalidArgument(
-            f"{where}: shape {list(shape)} of {datatype} needs {expected * itemsize} bytes of "
-            f"binary data, got {len(raw)}."
-        )
-    if datatype == "BF16":
-        halves = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        return Tensor(name, datatype, halves.view(np.float32).reshape(shape))
-    little = np.dtype(NUMPY_DTYPES[datatype]).newbyteorder("<")
-    array = np.frombuffer(raw, dtype=little).astype(NUMPY_DTYPES[datatype], copy=False)
-    return Tensor(name, datatype, array.reshape(shape))
-
-
-def deserialize_bytes(raw: bytes, count: int, where: str) -> list[bytes]:
-    items: list[bytes] = []
-    offset = 0
-    view = memoryview(raw)
-    while offset < len(raw):
-        if offset + 4 > len(raw):
-            raise InvalidArgument(f"{where}: truncated BYTES element length at byte {offset}.")
-        (length,) = struct.unpack_from("<I", raw, offset)
-        offset += 4
-        if offset + length > len(raw):
-            raise InvalidArgument(
-                f"{where}: BYTES element {len(items)} declares {length} bytes but only "
-                f"{len(raw) - offset} remain."
-            )
-        items.append(bytes(view[offset:offset + length]))
-        offset += length
-    if len(items) != count:
-        raise InvalidArgument(f"{where}: expected {count} BYTES elements, binary data holds {len(items)}.")
-    return items
-
-
-def to_binary(tensor: Tensor) -> bytes:
-    """The binary form of an output tensor."""
-    if tensor.datatype == "BYTES":
-        parts = []
-        for item in tensor.data.reshape(-1):
-            data = item if isinstance(item, bytes) else str(item).encode()
-            parts.append(struct.pack("<I", len(data)) + data)
-        return b"".join(parts)
-    if tensor.datatype == "BF16":
-        bits = np.ascontiguousarray(tensor.data, dtype=np.float32).view(np.uint32) >> 16
-        return bits.astype("<u2").tobytes()
-    dtype = np.dtype(NUMPY_DTYPES[tensor.datatype]).newbyteorder("<")
-    return np.ascontiguousarray(tensor.data, dtype=dtype).tobytes()
 
 
 def to_values(tensor: Tensor) -> list[Any]:
@@ -322,23 +259,6 @@ def from_predictions(predictions: list[Any], declared: dict[str, str],
     return [Tensor(name, datatype, array)]
 
 
-#: grps DataType -> (V2 datatype, the GenericTensor field holding its flat values).
-GRPS_DTYPES = {
-    "DT_UINT8": ("UINT8", "flat_uint8"), "DT_INT8": ("INT8", "flat_int8"),
-    "DT_INT16": ("INT16", "flat_int16"), "DT_INT32": ("INT32", "flat_int32"),
-    "DT_INT64": ("INT64", "flat_int64"), "DT_FLOAT16": ("FP16", "flat_float16"),
-    "DT_FLOAT32": ("FP32", "flat_float32"), "DT_FLOAT64": ("FP64", "flat_float64"),
-    "DT_STRING": ("BYTES", "flat_string"),
-}
-#: V2 datatype -> grps DataType of an output; types grps lacks are widened (BOOL as 0/1 bytes).
-GRPS_OUTPUT_DTYPES = {
-    "BOOL": "DT_UINT8", "UINT8": "DT_UINT8", "UINT16": "DT_INT32", "UINT32": "DT_INT64",
-    "UINT64": "DT_INT64", "INT8": "DT_INT8", "INT16": "DT_INT16", "INT32": "DT_INT32",
-    "INT64": "DT_INT64", "FP16": "DT_FLOAT16", "BF16": "DT_FLOAT32", "FP32": "DT_FLOAT32",
-    "FP64": "DT_FLOAT64", "BYTES": "DT_STRING",
-}
-
-
 def from_flat(name: str, datatype: str, shape: tuple[int, ...], values: Any) -> Tensor:
     """A tensor from already-typed flat values (gRPC typed contents, grps flat_* fields)."""
     where = f"input '{name}'"
@@ -357,20 +277,3 @@ def from_flat(name: str, datatype: str, shape: tuple[int, ...], values: Any) -> 
     except (OverflowError, ValueError, TypeError) as exc:
         raise InvalidArgument(f"{where}: data does not fit {datatype}: {exc}") from None
     return Tensor(name, datatype, array.reshape(shape))
-
-
-def to_flat(tensor: Tensor, datatype: str | None = None) -> list[Any]:
-    """Flat Python values of a tensor, cast to `datatype` (BYTES elements as UTF-8 str)."""
-    if (datatype or tensor.datatype) == "BYTES":
-        return to_values(Tensor(tensor.name, "BYTES", tensor.data))
-    target = NUMPY_DTYPES[datatype or tensor.datatype]
-    return list(tensor.data.astype(target).reshape(-1).tolist())
-
-
-#: V2 gRPC: the InferTensorContents field carrying each datatype's typed values.
-V2_CONTENTS_FIELDS = {
-    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
-    "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
-    "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
-    "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
-}

@@ -22,14 +22,14 @@ import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import HTTPException
 
 import wirejson
-from errors import ApiError, Internal, InvalidArgument, PredictionFailed
+from errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.tensorflow import TensorFlowPredictor
 from protocols import tfserving_metadata
 from protocols import tfserving_versions as versions
+from web.handlers import register_error_renderer
 from web.http import error_json, json_response, read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
@@ -165,15 +165,9 @@ def _classify_regress(predictor: Any, body: dict[str, Any], verb: str) -> dict[s
     return {"results": predictor.regress(features, context, name)}
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
+def render_tfserving_error(exc: ApiError) -> Response:
     # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: ").
     return error_json(exc, exc.detail if isinstance(exc, PredictionFailed) else None)
 
 
-@bp.errorhandler(Exception)
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("TF Serving request failed unexpectedly")
-    return json_response({"error": Internal("Internal error encountered.").message}, 500)
+register_error_renderer(bp, render_tfserving_error, log)

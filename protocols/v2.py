@@ -26,20 +26,14 @@ import zlib
 from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import HTTPException
 
 import auth
-from errors import ApiError, Internal, InvalidArgument
+from errors import InvalidArgument
 from payloads import Caller
 from protocols import inference
-from protocols.v2_codec import decode_request, encode_response, split_body
-from web.http import (
-    error_json,
-    json_response,
-    payload_too_large,
-    read_body,
-    request_caller,
-)
+from protocols.v2_codec import decode_rest_infer, encode_response, split_body
+from web.handlers import register_error_renderer
+from web.http import error_json, json_response, payload_too_large, read_body, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -127,7 +121,7 @@ def infer(model: str, version: str | None = None) -> Response:
     limit = emu.settings.max_message_bytes
     body = decompress(read_body(limit), request.headers.get("Content-Encoding", ""), limit)
     header, binary = split_body(body, request.headers.get("Inference-Header-Content-Length"))
-    req = decode_request(header, binary)
+    req = decode_rest_infer(header, binary)
     served, predictor = inference.resolve_for_predict(emu, caller, model, version)
     outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)
     outputs = inference.select_outputs(outputs, req.output_names)
@@ -139,14 +133,4 @@ def infer(model: str, version: str | None = None) -> Response:
     return _compressed(response)
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    return error_json(exc)
-
-
-@bp.errorhandler(Exception)
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("V2 request failed unexpectedly")
-    return json_response({"error": Internal("Internal error encountered.").message}, 500)
+register_error_renderer(bp, error_json, log)

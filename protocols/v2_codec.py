@@ -19,15 +19,8 @@ from typing import Any
 
 import wirejson
 from errors import InvalidArgument
-from protocols.tensors import (
-    Tensor,
-    check_datatype,
-    check_shape,
-    from_binary,
-    from_values,
-    to_binary,
-    to_values,
-)
+from protocols.tensor_binary import from_binary, to_binary
+from protocols.tensors import Tensor, check_datatype, check_shape, from_values, to_values
 
 
 @dataclasses.dataclass
@@ -82,7 +75,7 @@ def split_body(body: bytes, header_length: str | None) -> tuple[Any, bytes]:
         raise InvalidArgument(f"Invalid JSON in the inference request: {exc}") from None
 
 
-def decode_request(header: Any, binary: bytes) -> InferRequest:
+def decode_rest_infer(header: Any, binary: bytes) -> InferRequest:
     if not isinstance(header, dict):
         raise InvalidArgument("The inference request must be a JSON object with an 'inputs' list.")
     request_id = header.get("id")

@@ -20,25 +20,23 @@ import grpc
 import auth
 from errors import ApiError, InvalidArgument, NotFound
 from payloads import Caller
-from protocols import inference, protos
-from protocols.tensors import (
-    BINARY_ONLY,
-    V2_CONTENTS_FIELDS,
-    Tensor,
-    check_datatype,
-    check_shape,
-    from_binary,
-    from_flat,
-    to_binary,
-)
+from protocols import inference
+from protocols.proto_modules import grpc_predict_v2_pb2 as pb
+from protocols.proto_modules import grpc_predict_v2_pb2_grpc as pb_grpc
+from protocols.tensor_binary import from_binary, to_binary
+from protocols.tensors import BINARY_ONLY, Tensor, check_datatype, check_shape, from_flat
 from protocols.v2_codec import InferRequest, RequestedOutput
-
-protos.ensure_built()
-from protocols._generated import grpc_predict_v2_pb2 as pb  # noqa: E402
-from protocols._generated import grpc_predict_v2_pb2_grpc as pb_grpc  # noqa: E402
 
 if TYPE_CHECKING:
     from emulator import Emulator
+
+#: V2 gRPC: the InferTensorContents field carrying each datatype's typed values.
+V2_CONTENTS_FIELDS = {
+    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
+    "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
+    "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
+    "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
+}
 
 log = logging.getLogger("mlemu.v2.grpc")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,7 +82,8 @@ def _parameters(params: Any) -> dict[str, Any]:
     return {key: parameter_value(value) for key, value in params.items()}
 
 
-def decode_request(request: Any) -> InferRequest:
+def decode_grpc_infer(request: Any) -> InferRequest:
+    """A ModelInferRequest message as the InferRequest the REST codec also produces."""
     raw = list(request.raw_input_contents)
     if raw and len(raw) != len(request.inputs):
         raise InvalidArgument(
@@ -159,7 +158,7 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ModelInfer(self, request: Any, context: grpc.ServicerContext) -> Any:
-        req = decode_request(request)
+        req = decode_grpc_infer(request)
         served, predictor = inference.resolve_for_predict(
             self.emu, self._caller(context), request.model_name, request.model_version)
         outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)

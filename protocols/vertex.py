@@ -26,22 +26,23 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, current_app
-from werkzeug.exceptions import HTTPException
 
 import dataplane
 from emulator import VERTEX_MODEL, VERTEX_VERSION, Emulator, vertex_version_name
-from errors import ApiError, Internal, InvalidArgument, Unavailable
+from errors import InvalidArgument, Unavailable
 from payloads import ModelRef, PredictRequest
 from protocols.aiplatform import encode_predictions
 from settings import Settings
-from web.google import error_response
+from web.google import google_error_response
+from web.handlers import register_error_renderer
 from web.http import decode_json, json_response, read_body, request_caller
 
 log = logging.getLogger("mlemu.vertex")
 REQUEST_KEYS = ("instances", "parameters")
 
 
-def decode_request(body: Any) -> PredictRequest:
+def decode_vertex_predict(body: Any) -> PredictRequest:
+    """A Vertex AI PredictRequest body (parsed JSON): `instances` and `parameters` only."""
     if not isinstance(body, dict):
         raise InvalidArgument('Invalid JSON payload received. Expected an object like '
                               '{"instances": [...], "parameters": {...}}.')
@@ -82,7 +83,7 @@ def health() -> Response:
 def predict() -> Response:
     emu = _emulator()
     body = decode_json(read_body(emu.settings.max_request_bytes))
-    req = decode_request(body)
+    req = decode_vertex_predict(body)
     caller = request_caller()
     ref = ModelRef(emu.settings.default_project, VERTEX_MODEL, VERTEX_VERSION)
     result = dataplane.predict(emu, caller, ref, req)
@@ -93,23 +94,11 @@ def predict() -> Response:
     return json_response(out)
 
 
-def _api_error(exc: ApiError) -> Response:
-    return error_response(exc)
-
-
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("Vertex AI prediction failed unexpectedly")
-    return error_response(Internal("Internal error encountered."))
-
-
 def make_blueprint(settings: Settings) -> Blueprint:
     """The blueprint for this container's AIP_* routes (which come from the environment)."""
     assert settings.vertex is not None
     bp = Blueprint("vertex", __name__)
     bp.add_url_rule(settings.vertex.health_route, "health", health, methods=["GET"])
     bp.add_url_rule(settings.vertex.predict_route, "predict", predict, methods=["POST"])
-    bp.register_error_handler(ApiError, _api_error)
-    bp.register_error_handler(Exception, _unexpected)
+    register_error_renderer(bp, google_error_response, log)
     return bp

@@ -72,7 +72,7 @@ def select_fields(body: Any, tree: dict[str, Any]) -> Any:
     return {k: select_fields(body[k], sub) for k, sub in tree.items() if k in body}
 
 
-def json_response(body: Any, status: int = 200) -> Response:
+def google_json_response(body: Any, status: int = 200) -> Response:
     """A success response honouring `fields` and `prettyPrint`."""
     fields = request.args.get("fields")
     if fields:
@@ -81,7 +81,7 @@ def json_response(body: Any, status: int = 200) -> Response:
     return Response(wirejson.dumps(body, pretty=pretty), status=status, mimetype="application/json")
 
 
-def error_response(exc: ApiError) -> Response:
+def google_error_response(exc: ApiError) -> Response:
     response = Response(
         wirejson.dumps(exc.to_google_json()), status=exc.http_status, mimetype="application/json"
     )

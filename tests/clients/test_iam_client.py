@@ -243,7 +243,7 @@ def test_grpc_takes_the_same_credentials_from_metadata(world: dict[str, Any]) ->
     # grps over gRPC: same metadata; failures come in the answer's status, as grps reports them
     import grpc
 
-    from protocols._generated import grps_pb2, grps_pb2_grpc
+    from protocols.proto_modules import grps_pb2, grps_pb2_grpc
 
     request = grps_pb2.GrpsMessage(model="iris-v1")
     request.gtensors.tensors.add(name="x", dtype=grps_pb2.DT_FLOAT64, shape=[1, 4],

@@ -10,11 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from protocols import protos
 from tests import modelkit
 from tests.conftest import LiveServer, free_port, start_server, stop_server
-
-protos.ensure_built()  # the test modules import protocols._generated (a clean checkout has none)
 
 PROJECT = "mlemu"  # the default project the protocols serve
 

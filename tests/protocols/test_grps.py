@@ -17,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from protocols._generated import grps_pb2, grps_pb2_grpc
+from protocols.proto_modules import grps_pb2, grps_pb2_grpc
 from tests.conftest import LiveServer, stop_server
 from tests.protocols.conftest import in_process, start_protocol_server
 

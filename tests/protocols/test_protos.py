@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor
 from tritonclient.grpc import service_pb2
 
-from protocols._generated import grpc_predict_v2_pb2, grps_pb2
+from protocols.proto_modules import grpc_predict_v2_pb2, grps_pb2
 
 
 def fields(message: Any) -> dict[str, tuple[int, int, bool, str]]:
@@ -81,3 +85,17 @@ def test_grps_proto_matches_upstream() -> None:
         ("ModelMetadata", False)]
     oneof = file.message_types_by_name["GrpsMessage"].oneofs_by_name["data_oneof"]
     assert [f.name for f in oneof.fields] == ["bin_data", "str_data", "gtensors", "ndarray", "gmap"]
+
+
+def test_missing_generated_modules_fail_with_the_build_command(tmp_path: Path) -> None:
+    """Generation is a build step (`make protos`), never an import side effect: in a checkout
+    without protocols/_generated, importing a gRPC adapter names the command and writes nothing."""
+    root = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "checkout"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venvs", "_generated", "tests", "__pycache__", "*.pyc", ".*_cache"))
+    out = subprocess.run([sys.executable, "-c", "import protocols.grps_grpc"], cwd=copy,
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "ModuleNotFoundError" in out.stderr and "make protos" in out.stderr
+    assert not (copy / "protocols" / "_generated").exists()

@@ -1,4 +1,5 @@
-"""protocols/tensors.py: wire tensors <-> numpy, instances and predictions (pure, in-process)."""
+"""protocols/tensors.py (with tensor_binary.py and grps_tensors.py): wire tensors <-> numpy,
+instances and predictions (pure, in-process)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from errors import Internal, InvalidArgument
+from protocols import grps_tensors, tensor_binary
 from protocols import tensors as t
 
 NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -19,9 +21,9 @@ def test_json_and_binary_forms_agree_for_every_numeric_datatype(datatype: str) -
     values = [[True, False, True], [False, True, True]] if datatype == "BOOL" else [[1, 2, 3],
                                                                                       [4, 5, 127]]
     from_json = t.from_values("x", datatype, (2, 3), values)
-    raw = t.to_binary(from_json)
+    raw = tensor_binary.to_binary(from_json)
     assert len(raw) == 6 * np.dtype(t.NUMPY_DTYPES[datatype]).itemsize
-    from_raw = t.from_binary("x", datatype, (2, 3), raw)
+    from_raw = tensor_binary.from_binary("x", datatype, (2, 3), raw)
     np.testing.assert_array_equal(from_json.data, from_raw.data)
     assert t.to_values(from_raw) == [v for row in values for v in row]
     assert t.from_values("x", datatype, (6,), from_json.data.reshape(-1).tolist()).data.shape == (6,)
@@ -29,17 +31,17 @@ def test_json_and_binary_forms_agree_for_every_numeric_datatype(datatype: str) -
 
 def test_binary_is_little_endian() -> None:
     tensor = t.Tensor("x", "INT32", np.array([1, 256], dtype=np.int32))
-    assert t.to_binary(tensor) == struct.pack("<2i", 1, 256)
-    assert t.from_binary("x", "FP64", (1,), struct.pack("<d", 2.5)).data.tolist() == [2.5]
+    assert tensor_binary.to_binary(tensor) == struct.pack("<2i", 1, 256)
+    assert tensor_binary.from_binary("x", "FP64", (1,), struct.pack("<d", 2.5)).data.tolist() == [2.5]
 
 
 def test_fp16_and_bf16_only_as_binary() -> None:
-    half = t.from_binary("h", "FP16", (2,), np.array([1.5, -2.0], dtype="<f2").tobytes())
+    half = tensor_binary.from_binary("h", "FP16", (2,), np.array([1.5, -2.0], dtype="<f2").tobytes())
     assert half.data.dtype == np.float16 and half.data.tolist() == [1.5, -2.0]
     bf16 = struct.pack("<2H", 0x3FC0, 0xC000)  # 1.5, -2.0: the high halves of their float32s
-    brain = t.from_binary("b", "BF16", (2,), bf16)
+    brain = tensor_binary.from_binary("b", "BF16", (2,), bf16)
     assert brain.data.tolist() == [1.5, -2.0]
-    assert t.to_binary(brain) == bf16
+    assert tensor_binary.to_binary(brain) == bf16
     for datatype in ("FP16", "BF16"):
         with pytest.raises(InvalidArgument, match="binary"):
             t.from_values("x", datatype, (1,), [1.0])
@@ -49,13 +51,13 @@ def test_fp16_and_bf16_only_as_binary() -> None:
 
 def test_bytes_are_length_prefixed() -> None:
     tensor = t.from_values("s", "BYTES", (3,), ["a", "héllo", ""])
-    raw = t.to_binary(tensor)
+    raw = tensor_binary.to_binary(tensor)
     assert raw == b"\x01\x00\x00\x00a\x06\x00\x00\x00h\xc3\xa9llo\x00\x00\x00\x00"
-    assert t.from_binary("s", "BYTES", (3,), raw).data.tolist() == [b"a", "héllo".encode(), b""]
+    assert tensor_binary.from_binary("s", "BYTES", (3,), raw).data.tolist() == [b"a", "héllo".encode(), b""]
     with pytest.raises(InvalidArgument, match="expected 2 BYTES elements"):
-        t.from_binary("s", "BYTES", (2,), raw)
+        tensor_binary.from_binary("s", "BYTES", (2,), raw)
     with pytest.raises(InvalidArgument, match="truncated BYTES element length"):
-        t.from_binary("s", "BYTES", (1,), b"\x01\x00")
+        tensor_binary.from_binary("s", "BYTES", (1,), b"\x01\x00")
     with pytest.raises(InvalidArgument, match="UTF-8"):
         t.to_values(t.Tensor("s", "BYTES", np.array([b"\xff"], dtype=object)))
 
@@ -72,7 +74,7 @@ def test_shape_and_datatype_checks() -> None:
     with pytest.raises(InvalidArgument, match="needs 4 elements, but data has 3"):
         t.from_values("x", "FP32", (2, 2), [[1, 2], [3]])
     with pytest.raises(InvalidArgument, match="needs 16 bytes"):
-        t.from_binary("x", "FP32", (2, 2), b"\x00" * 12)
+        tensor_binary.from_binary("x", "FP32", (2, 2), b"\x00" * 12)
     with pytest.raises(InvalidArgument, match="unknown datatype"):
         t.check_datatype("STRING", "input 'x'")
     for shape in ([-1], "2", [1.5], [True]):
@@ -118,9 +120,9 @@ def test_predictions_to_outputs() -> None:
 def test_grps_flat_values() -> None:
     half = t.from_flat("h", "FP16", (2,), [0.5, 1.0])
     assert half.data.dtype == np.float16
-    assert t.to_flat(t.Tensor("b", "BOOL", np.array([True, False])), "UINT8") == [1, 0]
-    assert t.to_flat(t.Tensor("s", "BYTES", np.array([b"x"], dtype=object))) == ["x"]
+    assert grps_tensors.to_flat(t.Tensor("b", "BOOL", np.array([True, False])), "UINT8") == [1, 0]
+    assert grps_tensors.to_flat(t.Tensor("s", "BYTES", np.array([b"x"], dtype=object))) == ["x"]
     with pytest.raises(InvalidArgument, match="does not fit INT8"):
         t.from_flat("x", "INT8", (1,), [300])
     for datatype in t.DATATYPES:
-        assert datatype in t.GRPS_OUTPUT_DTYPES
+        assert datatype in grps_tensors.GRPS_OUTPUT_DTYPES

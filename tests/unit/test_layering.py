@@ -69,3 +69,40 @@ def test_import_predictors_loads_no_framework():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _imported_modules(path: Path):
+    """Every module an absolute import names, `from pkg import name` counting `pkg.name` too."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _private_owner(module: str) -> str | None:
+    """The package a `_`-prefixed module belongs to (`api._requests` -> `api`), else None."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__") and index > 0:
+            return "/".join(parts[:index])
+    return None
+
+
+def test_no_module_imports_another_packages_private_modules():
+    """A module `pkg/_x.py` (or package `pkg/_x/`) is imported only from inside `pkg/`: what two
+    packages share is public (web/ for the HTTP adapters, protocols/proto_modules.py for the
+    generated protobuf modules)."""
+    problems = []
+    skip = {".venv", ".venvs", "_generated", ".git"}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if skip & set(rel.parts):
+            continue
+        for module in _imported_modules(path):
+            owner = _private_owner(module)
+            if owner is not None and not rel.as_posix().startswith(owner + "/"):
+                problems.append(f"{rel} imports {module}, private to {owner}/")
+    assert not problems, "\n".join(sorted(set(problems)))
