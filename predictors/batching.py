@@ -180,16 +180,23 @@ class Batcher:
         return True
 
 
-_BATCHERS: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
-_GUARD = threading.Lock()
+class Batchers:
+    """The one Batcher of each loaded predictor, kept by the emulator's Deployments (so two
+    emulators in one process never share one) and dropped with its predictor."""
 
+    def __init__(self) -> None:
+        self._batchers: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
 
-def batcher_for(predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
-    """The one Batcher of a loaded predictor (dropped with it)."""
-    batcher = _BATCHERS.get(predictor)
-    if batcher is None or batcher.max_instances != max_instances:
-        with _GUARD:
-            batcher = _BATCHERS.get(predictor)
-            if batcher is None or batcher.max_instances != max_instances:
-                batcher = _BATCHERS[predictor] = Batcher(predictor.predict, max_instances)
-    return batcher
+    def get(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
+        batcher = self._batchers.get(predictor)
+        if batcher is None or batcher.max_instances != max_instances:
+            with self._guard:
+                batcher = self._batchers.get(predictor)
+                if batcher is None or batcher.max_instances != max_instances:
+                    batcher = self._batchers[predictor] = Batcher(predictor.predict, max_instances)
+        return batcher
+
+    def existing(self, predictor: Any) -> Batcher | None:
+        """The predictor's Batcher if one was made (for tests and introspection)."""
+        return self._batchers.get(predictor)

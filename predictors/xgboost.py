@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
-from predictors import XGBOOST, find_model_file, load_pickled, options, register
-from predictors.base import Predictor, Signature, TensorSpec
+from predictors import XGBOOST, find_model_file, load_pickled, register
+from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 from settings import available_cpus
 
 #: Rows from which one call may use every CPU (see the module docstring): large enough that
@@ -65,13 +65,17 @@ class XGBoostPredictor(Predictor):
 
         self._xgb = xgboost
         self._booster = booster
-        self._nthread = int(options().get("xgboost_nthread", 1))
+        self._nthread = PredictorOptions().xgboost_nthread
         booster.set_param({"nthread": self._nthread})
         self._feature_names = booster.feature_names
         #: Threads for a large call; 0 (XGBoost's default) or 1 CPU: no second booster.
         self._wide_nthread = max(1, int(available_cpus()))
         self._wide_booster: Any = None
         self._wide_lock = threading.Lock()  # held by the one large call using every CPU
+
+    def configure(self, options: PredictorOptions) -> None:
+        self._nthread = int(options.xgboost_nthread)
+        self._booster.set_param({"nthread": self._nthread})
 
     @classmethod
     def from_path(cls, model_dir: str) -> XGBoostPredictor:

@@ -11,11 +11,14 @@ run one at a time, like SQLite's BEGIN IMMEDIATE; COMMIT or ROLLBACK releases th
 does the server when a connection dies. It is reentrant per thread. Statements outside a
 transaction are single autocommit statements, and reads never wait for the lock.
 
-Connections come from a small per-process pool; a thread keeps the one it took for the whole of a
-transaction. After a fork the child opens its own connections and never closes the parent's
-(closing them would end the parent's sessions). A connection the server or the network dropped
-is discarded; a statement outside a transaction, or the BEGIN of one, is retried once on a new
-connection. An unreachable server raises `Unavailable` naming the database (not the password).
+Connections come from a per-process `psycopg_pool.ConnectionPool`; a thread keeps the one it took
+for the whole of a transaction. After a fork the child opens its own pool and never touches the
+parent's (closing its connections would end the parent's sessions; its worker threads do not
+exist in the child). A connection the server or the network dropped is discarded by the pool; a
+statement outside a transaction, or the BEGIN of one, is retried once on a connection opened
+there and then, so a server restart costs no request and an unreachable server raises
+`Unavailable` naming the database (not the password) at once, rather than after the pool's
+wait. The schema-version row lives in `mlemu_meta` (registry/store_base.py).
 """
 
 from __future__ import annotations
@@ -24,16 +27,19 @@ import contextlib
 import json
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from errors import Unavailable
-from registry.store import KINDS, Store
+from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 
-#: Connections one process may hold at once (gunicorn threads share them; a statement is short).
+#: Connections one process's pool may hold at once (gunicorn threads share them; a statement is
+#: short).
 POOL_SIZE = 5
 #: How long a caller waits for a free pooled connection, or for the write lock.
 WAIT_S = 30.0
@@ -45,6 +51,22 @@ IDLE_IN_TRANSACTION_S = 60
 LOCK_KEY = 0x6D6C656D75  # "mlemu"
 
 T = TypeVar("T")
+
+
+class _Pool(ConnectionPool):
+    """psycopg_pool's pool, stopped from a thread of its own when garbage-collected.
+
+    A store dropped without close() frees its pool wherever the last reference goes, which can
+    be one of the pool's worker threads (a maintenance task there held it); ConnectionPool's
+    __del__ joins every worker, so there it would try to join the thread it runs on.
+    """
+
+    def __del__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super().__del__()
+            return
+        with contextlib.suppress(RuntimeError):  # no new threads at interpreter shutdown
+            threading.Thread(target=ConnectionPool.__del__, args=(self,), daemon=True).start()
 
 
 def describe(url: str) -> str:
@@ -71,75 +93,117 @@ class PostgresStore(Store):
         except psycopg.ProgrammingError as exc:
             raise ValueError(f"MLEMU_DATABASE_URL is not a valid PostgreSQL URL: {exc}") from None
         self._pool_size = pool_size
-        self._reset_pool()
-        self._inherited: list[psycopg.Connection[Any]] = []
-        with self.transaction():  # under the lock: concurrent CREATE TABLE IF NOT EXISTS can clash
+        #: Pools inherited through a fork: kept referenced, never used or closed, so that
+        #: neither garbage collection nor close() ends the parent's sessions from the child.
+        self._inherited: list[Any] = []
+        # The schema on a connection of its own: an unreachable server fails here at once, with
+        # the driver's reason, before any pool thread starts.
+        conn = self._connect()
+        try:
+            self._create_schema(conn)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        self._open_pool()
+
+    def _create_schema(self, conn: psycopg.Connection[Any]) -> None:
+        # Under the write lock: concurrent CREATE TABLE IF NOT EXISTS can clash.
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             for kind in KINDS:
-                self._execute(
+                conn.execute(
                     f'CREATE TABLE IF NOT EXISTS mlemu_{kind} (name TEXT COLLATE "C" PRIMARY KEY,'
-                    ' parent TEXT COLLATE "C" NOT NULL, body TEXT NOT NULL)')
-                self._execute(f"CREATE INDEX IF NOT EXISTS mlemu_{kind}_parent "
-                              f"ON mlemu_{kind} (parent, name)")
+                    ' parent TEXT COLLATE "C" NOT NULL, body TEXT NOT NULL)'.encode())
+                conn.execute(f"CREATE INDEX IF NOT EXISTS mlemu_{kind}_parent "
+                             f"ON mlemu_{kind} (parent, name)".encode())
+            conn.execute(b"CREATE TABLE IF NOT EXISTS mlemu_meta "
+                         b'(key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL)')
+            if check_schema(self._meta(conn), self.where):
+                conn.execute("INSERT INTO mlemu_meta (key, value) VALUES (%s, %s)",
+                             (SCHEMA_KEY, str(SCHEMA_VERSION)))
+
+    @staticmethod
+    def _meta(conn: psycopg.Connection[Any]) -> str | None:
+        row = conn.execute("SELECT value FROM mlemu_meta WHERE key = %s", (SCHEMA_KEY,)).fetchone()
+        return row[0] if row else None
+
+    def schema_version(self) -> int | None:
+        value = self._with_connection(self._meta)
+        return int(value) if value is not None and value.isdigit() else None
 
     # --- connections ---------------------------------------------------------------------------
 
-    def _reset_pool(self) -> None:
+    def _open_pool(self) -> None:
         self._pid = os.getpid()
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._slots = threading.BoundedSemaphore(self._pool_size)
-        self._guard = threading.Lock()
         self._local = threading.local()
+        #: Connections opened outside the pool for a retry: closed after use, not pooled.
+        self._direct: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        # One connection kept open, more (up to pool_size) while threads need them; they open
+        # lazily, on the pool's own threads.
+        self._pool = _Pool(
+            self.url, kwargs=self._options, min_size=1, max_size=self._pool_size,
+            configure=self._configure, timeout=WAIT_S, name="mlemu", open=True)
 
     def _after_fork(self) -> None:
         if self._pid != os.getpid():
-            # Keep the parent's connections referenced so they are never closed from here.
-            self._inherited.extend(self._idle)
+            self._inherited.append(self._pool)
             held = getattr(self._local, "conn", None)
             if held is not None:
                 self._inherited.append(held)
-            self._reset_pool()
+            self._open_pool()
 
     def _unavailable(self, exc: Exception) -> Unavailable:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Unavailable(f"The database {self.where} is unavailable: {detail}")
 
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        # An instance that vanishes mid-transaction (host lost, no FIN) would hold the write
+        # lock until TCP gave up; the server ends such a session, and frees the lock, first.
+        conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'"
+                     .encode())
+
     def _connect(self) -> psycopg.Connection[Any]:
+        """A connection outside the pool (the schema, and the retry after a dropped one)."""
         try:
             conn = psycopg.connect(self.url, **self._options)
-            # An instance that vanishes mid-transaction (host lost, no FIN) would hold the write
-            # lock until TCP gave up; the server ends such a session, and frees the lock, first.
-            conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'"
-                         .encode())
+            self._configure(conn)
             return conn
         except psycopg.OperationalError as exc:
             raise Unavailable(f"Cannot connect to the database {self.where} (MLEMU_DATABASE_URL): "
                               f"{str(exc).strip()}") from None
 
-    def _acquire(self) -> psycopg.Connection[Any]:
-        self._after_fork()
-        if not self._slots.acquire(timeout=WAIT_S):
-            raise Unavailable(f"All {self._pool_size} connections to {self.where} stayed busy "
-                              f"for {WAIT_S:.0f} s.")
-        try:
-            with self._guard:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed or conn.broken:
-                conn = self._connect()
-        except BaseException:
-            self._slots.release()
-            raise
-        return conn
+    def _acquire(self, fresh: bool = False) -> psycopg.Connection[Any]:
+        """A pooled connection, or (`fresh`: retrying after a dropped one) a new one of its own.
 
-    def _release(self, conn: psycopg.Connection[Any]) -> None:
-        reusable = not conn.closed and not conn.broken and \
-            conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if reusable:
-            with self._guard:
-                self._idle.append(conn)
-        else:
+        After a dropped connection the pool's other idle ones are likely dead too (a server
+        restart ends them all), so they are drained and the retry connects directly: the pool
+        would otherwise hand out the next dead one, or make the caller wait while it reconnects.
+        """
+        self._after_fork()
+        if fresh:
+            self._pool.drain()
+            conn = self._connect()
+            self._direct.add(conn)
+            return conn
+        try:
+            return self._pool.getconn()
+        except PoolTimeout:
+            # No connection came within WAIT_S: all busy, or the server cannot be reached (the
+            # pool keeps retrying in the background); a direct attempt tells which, and why.
+            conn = self._connect()
             with contextlib.suppress(psycopg.Error):
                 conn.close()
-        self._slots.release()
+            raise Unavailable(f"All {self._pool_size} connections to {self.where} stayed busy "
+                              f"for {WAIT_S:.0f} s.") from None
+
+    def _release(self, conn: psycopg.Connection[Any]) -> None:
+        if conn in self._direct:
+            self._direct.discard(conn)
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        else:
+            self._pool.putconn(conn)  # the pool discards it if broken or left in a transaction
 
     def _with_connection(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run `fn` on this thread's transaction connection, or on a pooled one (retried once
@@ -152,7 +216,7 @@ class PostgresStore(Store):
             except psycopg.OperationalError as exc:
                 raise self._unavailable(exc) from None
         for attempt in (1, 2):
-            conn = self._acquire()
+            conn = self._acquire(fresh=attempt == 2)
             try:
                 return fn(conn)
             except psycopg.OperationalError as exc:
@@ -199,7 +263,7 @@ class PostgresStore(Store):
     def _begin(self) -> psycopg.Connection[Any]:
         """A pooled connection inside BEGIN, holding the write lock."""
         for attempt in (1, 2):
-            conn = self._acquire()
+            conn = self._acquire(fresh=attempt == 2)
             try:
                 conn.execute("BEGIN")
                 conn.execute(f"SET LOCAL lock_timeout = '{int(WAIT_S * 1000)}ms'".encode())
@@ -252,11 +316,8 @@ class PostgresStore(Store):
         return bool(rows)
 
     def close(self) -> None:
-        """Close this process's idle connections."""
+        """Close this process's connections (a later call opens a new pool)."""
         if self._pid != os.getpid():
             return
-        with self._guard:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
+        self._pool.close()
+        self._pid = 0  # the next use opens a pool again, as after a fork (nothing to inherit)
