@@ -3,7 +3,6 @@ predictors and their batchers, predictor options, operation handlers and lastUse
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from app import create_app
 from payloads import ANONYMOUS, ModelRef, PredictRequest
 from settings import Settings
 from tests import modelkit
+from tests.unit.test_controlplane import wait_operation
 
 M = "/v1/projects/p/models"
 
@@ -22,15 +22,6 @@ def _client(root: Path, config: Path, **changes: Any) -> Any:
     client = flask_app.test_client()
     client.emu = flask_app.extensions["mlemu"]
     return client
-
-
-def _wait(client: Any, op: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while not op.get("done"):
-        assert time.monotonic() < deadline, op
-        time.sleep(0.05)
-        op = client.get(f"/v1/{op['name']}").json
-    return op
 
 
 def test_two_emulators_in_one_process_share_nothing(tmp_path: Path) -> None:
@@ -75,6 +66,6 @@ def test_two_emulators_in_one_process_share_nothing(tmp_path: Path) -> None:
         assert client.post(M, json={"name": "made"}).status_code == 200
         op = client.post(f"{M}/made/versions",
                          json={"name": "v1", "deploymentUri": str(tmp_path / "sk")}).json
-        assert _wait(client, op)["response"]["state"] == "READY"
+        assert wait_operation(client, op)["response"]["state"] == "READY"
         made = client.emu.store.get_version("projects/p/models/made/versions/v1")
         assert client.emu.deployments.is_loaded(made)

@@ -178,6 +178,9 @@ def test_requests_answer_503_while_the_database_is_unreachable(make_app: Any, db
             error = response.get_json()["error"]
             assert error["status"] == "UNAVAILABLE"
             assert error["message"].startswith(f"Cannot connect to the database {db_url}")
+            again = client.get("/v1/projects/p/models/m")  # still down: the same answer
+            assert again.status_code == 503
+            assert again.get_json()["error"]["message"].startswith("Cannot connect to the database")
         finally:
             admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
     assert client.get("/v1/projects/p/models/m").status_code == 200  # back without a restart
