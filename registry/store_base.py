@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,14 @@ class Store(abc.ABC):
 
     def close(self) -> None:
         """Release connections."""
+
+    def per_thread(self) -> threading.local:
+        """Per-thread scratch space of this store's readers (registry/lookup.py caches serving
+        versions there), so it lives and dies with the store, not with the process."""
+        local = self.__dict__.get("_per_thread")
+        if local is None:  # dict.setdefault is atomic: racing threads get the same object
+            local = self.__dict__.setdefault("_per_thread", threading.local())
+        return local
 
     def schema_version(self) -> int | None:
         """The layout recorded in the store's schema-version row (None: not recorded)."""

@@ -56,6 +56,9 @@ def test_two_emulators_in_one_process_share_nothing(tmp_path: Path) -> None:
     assert emu2.store.get_version(sk.resource_name).last_use_time
     assert set(emu1.last_use) == set(emu2.last_use) == {sk.resource_name}
     assert emu1.last_use is not emu2.last_use
+    # The serving-version cache (registry/lookup.py) is kept per store.
+    assert emu1.store.per_thread().serving[1] and emu2.store.per_thread().serving[1]
+    assert emu1.store.per_thread() is not emu2.store.per_thread()
 
     # Operation handlers are registered on each emulator's own task runner...
     assert emu1.tasks.handler("CREATE_VERSION") is not None
