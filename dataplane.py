@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import auth
 from errors import InvalidArgument
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
-from predictors import batching
 from predictors.base import Predictor
 from registry import lookup
 from registry.resources import Version, now_rfc3339
@@ -20,10 +19,9 @@ from registry.resources import Version, now_rfc3339
 if TYPE_CHECKING:
     from emulator import Emulator
 
-#: lastUseTime is written at most this often per version and process (a write per request
-#: would serialise every prediction on the store's write lock).
+#: lastUseTime is written at most this often per version and emulator (a write per request
+#: would serialise every prediction on the store's write lock); Emulator.last_use remembers when.
 LAST_USE_INTERVAL_S = 60.0
-_last_use: dict[str, float] = {}
 
 
 def predict_permission(ref: ModelRef) -> str:
@@ -61,7 +59,7 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not req.parameters:
         # Concurrent requests to this version share one model call (predictors/batching.py).
-        predictions = batching.batcher_for(predictor, limit).predict(instances)
+        predictions = emu.deployments.batchers.get(predictor, limit).predict(instances)
     else:
         predictions = predictor.predict(instances, **req.parameters)
     _touch(emu, version)
@@ -70,9 +68,10 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
 
 def _touch(emu: Emulator, version: Version) -> None:
     now = time.monotonic()
-    if now - _last_use.get(version.name, -LAST_USE_INTERVAL_S) < LAST_USE_INTERVAL_S:
+    last_use = emu.last_use
+    if now - last_use.get(version.name, -LAST_USE_INTERVAL_S) < LAST_USE_INTERVAL_S:
         return
-    _last_use[version.name] = now
+    last_use[version.name] = now
 
     def stamp(current: Version) -> bool:
         current.last_use_time = now_rfc3339()

@@ -1,7 +1,10 @@
 """The Emulator: one object holding an instance's settings, store, deployments and policy.
 
 `create_app` (and the gRPC server) build one with `build_emulator(settings)` and pass it to every
-use case; nothing below the adapters reaches for globals.
+use case; nothing below the adapters reaches for globals. All mutable state hangs off it: the
+store, the deployments (loaded predictors, their batchers and load options), the task runner
+(with the operation handlers registered here) and the lastUseTime throttle, so two emulators
+built in one process share nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import auth
-import predictors
+from controlplane import operation_work
 from errors import ApiError
+from predictors.base import PredictorOptions
 from registry import bootstrap, names
 from registry.deployments import Deployments
 from registry.gcs import GcsCache
@@ -38,6 +42,8 @@ class Emulator:
     #: Version names declared by the bootstrap file (readiness waits for these to load).
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: Version name -> monotonic time this emulator last wrote its lastUseTime (dataplane.py).
+    last_use: dict[str, float] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     #: Runs long-running operations off the request thread and adopts orphaned ones.
     tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -128,15 +134,17 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     iam = auth.load_config(settings)  # a bad IAM config stops the start, before any state
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
-    predictors.configure(xgboost_nthread=settings.xgboost_nthread)
     gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
-    emu = Emulator(settings, store, Deployments(settings.state_dir / "packages", gcs=gcs), iam)
+    options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread)
+    deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options)
+    emu = Emulator(settings, store, deployments, iam)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     if settings.vertex is not None:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
     emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments)
+    operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

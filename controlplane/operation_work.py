@@ -1,4 +1,5 @@
-"""What each long-running operation does, as registry/tasks.py runs it: `work` off the request
+"""What each long-running operation does, as registry/tasks.py runs it (`register` gives the
+emulator's TaskRunner these steps where the emulator is built): `work` off the request
 thread (safe to repeat after a crash), `finish` inside the transaction that ends the operation,
 and how a cancelled operation puts its resource back.
 
@@ -188,11 +189,12 @@ def delete_model_finish(emu: Emulator, task: tasks.Task, result: Any, error: Api
     operations.finish(emu.store, task.name, error=error)
 
 
-tasks.register(CREATE_VERSION, create_version_work, create_version_finish)
-tasks.register(DELETE_VERSION, _nothing, delete_version_finish)
-tasks.register(UPDATE_VERSION, _nothing, update_version_finish)
-tasks.register(UPDATE_MODEL, _nothing, update_model_finish)
-tasks.register(DELETE_MODEL, _nothing, delete_model_finish)
-operations.on_cancel(CREATE_VERSION, create_version_revert)
-operations.on_cancel(DELETE_VERSION, _restore_state)
-operations.on_cancel(UPDATE_VERSION, _restore_state)
+def register(runner: tasks.TaskRunner) -> None:
+    """Give `runner` (the emulator's TaskRunner) the work, finish and cancel steps of every ml v1
+    long-running operation; build_emulator calls this before the runner adopts any task."""
+    runner.register(CREATE_VERSION, create_version_work, create_version_finish,
+                    create_version_revert)
+    runner.register(DELETE_VERSION, _nothing, delete_version_finish, _restore_state)
+    runner.register(UPDATE_VERSION, _nothing, update_version_finish, _restore_state)
+    runner.register(UPDATE_MODEL, _nothing, update_model_finish)
+    runner.register(DELETE_MODEL, _nothing, delete_model_finish)

@@ -11,7 +11,6 @@ errorMessage), and the operation ends with code 1 CANCELLED, as google.longrunni
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import auth
@@ -28,13 +27,7 @@ if TYPE_CHECKING:
     from emulator import Emulator
 
 CANCELLED_MESSAGE = "Operation cancelled by the caller."
-#: operationType -> how a cancelled operation puts its resource back (inside the transaction).
-_REVERTS: dict[str, Callable[[Any, tasks.Task], None]] = {}
 _OPERATION_FIELDS = ("name", "metadata", "done", "error", "response")
-
-
-def on_cancel(op_type: str, revert: Callable[[Any, tasks.Task], None]) -> None:
-    _REVERTS[op_type] = revert
 
 
 def start(emu: Emulator, *, project: str, op_type: str, prefix: str, target: str,
@@ -110,9 +103,11 @@ def cancel_operation(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]
         emu.store.put_operation(op)
         task = tasks.get(emu.store, name)
         if task is not None:
-            revert = _REVERTS.get(task.type)
-            if revert is not None:
-                revert(emu, task)
+            # How a cancelled operation puts its resource back: registered with the runner
+            # (controlplane/operation_work.py), run inside this transaction.
+            handler = emu.tasks.handler(task.type)
+            if handler is not None and handler.revert is not None:
+                handler.revert(emu, task)
             tasks.delete(emu.store, name)
         finish(emu.store, name, error=Cancelled(CANCELLED_MESSAGE))
     return {}

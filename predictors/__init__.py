@@ -16,17 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from errors import ModelLoadError
-from predictors.base import Predictor, Signature, TensorSpec
+from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 
 __all__ = [
     "FRAMEWORKS",
     "Predictor",
+    "PredictorOptions",
     "Signature",
     "TensorSpec",
-    "configure",
     "find_model_file",
     "load",
-    "options",
     "predictor_class",
     "register",
 ]
@@ -58,23 +57,15 @@ ACCEPTED_FILES = {
     SCIKIT_LEARN: ("model.joblib", "model.pkl"),
 }
 
+#: Framework -> its predictor class: a table of code (each class registers itself when its
+#: module is imported), the same for every emulator; per-emulator options go to `load`.
 _REGISTRY: dict[str, type[Predictor]] = {}
-_OPTIONS: dict[str, Any] = {"xgboost_nthread": 1}
 
 
 def register(cls: type[Predictor]) -> type[Predictor]:
     """Class decorator: a built-in predictor registers itself under its `framework`."""
     _REGISTRY[cls.framework] = cls
     return cls
-
-
-def configure(**values: Any) -> None:
-    """Process-wide options for built-in predictors (e.g. xgboost_nthread)."""
-    _OPTIONS.update(values)
-
-
-def options() -> dict[str, Any]:
-    return _OPTIONS
 
 
 def predictor_class(framework: str) -> type[Predictor]:
@@ -142,8 +133,17 @@ def load(
     framework: str | None = None,
     prediction_class: str | None = None,
     package_dirs: Sequence[str] = (),
+    options: PredictorOptions | None = None,
 ) -> tuple[Predictor, str]:
-    """Load a version's predictor; returns it with the framework that was used ("" for custom)."""
+    """Load a version's predictor, configured with `options` (the loading emulator's; defaults
+    otherwise); returns it with the framework that was used ("" for custom)."""
+    predictor, used = _load(model_dir, framework, prediction_class, package_dirs)
+    predictor.configure(options or PredictorOptions())
+    return predictor, used
+
+
+def _load(model_dir: str, framework: str | None, prediction_class: str | None,
+          package_dirs: Sequence[str]) -> tuple[Predictor, str]:
     if prediction_class:
         from predictors import custom
 

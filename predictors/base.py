@@ -30,6 +30,15 @@ class Signature:
     outputs: tuple[TensorSpec, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class PredictorOptions:
+    """How an emulator runs the built-in predictors it loads (from its Settings; passed to
+    predictors.load, so two emulators in one process may differ)."""
+
+    #: OpenMP threads of one XGBoost call (MLEMU_XGBOOST_NTHREAD; see predictors/xgboost.py).
+    xgboost_nthread: int = 1
+
+
 class Predictor(abc.ABC):
     """Load once with from_path, then predict many times, possibly from several threads."""
 
@@ -54,6 +63,9 @@ class Predictor(abc.ABC):
     @abc.abstractmethod
     def predict(self, instances: list[Any], **kwargs: Any) -> Any:
         """Predictions for `instances`, in order, as JSON-ready Python values."""
+
+    def configure(self, options: PredictorOptions) -> None:
+        """Apply the loading emulator's options (predictors.load calls this after loading)."""
 
     def signature(self) -> Signature:
         """Inputs and outputs for metadata endpoints; empty when the model cannot tell."""

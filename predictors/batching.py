@@ -1,7 +1,7 @@
 """Adaptive batching: concurrent predict calls to one predictor run as one merged call.
 
-A model call costs a fixed overhead plus a little per row (a 100-tree forest takes about as long
-for 8 rows as for 1), so under concurrent load merging requests multiplies throughput. The policy:
+A model call costs a fixed overhead plus a little per row, so under concurrent load merging
+requests multiplies throughput. The policy:
 
 - A call that finds the predictor idle runs at once, alone: there is no added wait when idle and
   no timer anywhere.
@@ -15,18 +15,18 @@ for 8 rows as for 1), so under concurrent load merging requests multiplies throu
 - Requests with their own parameters, with rows of differing layouts, with `max_instances`
   instances or more, or whose instances are a numpy array (large all-number bodies, wirearray.py)
   are never merged (they run as they come).
-- Merging costs a thread handoff per request (some tens of microseconds under the GIL), which
-  pays even for cheap models: a single-row scikit-learn or XGBoost call spends most of its time
-  in per-call overhead (scikit-learn's input validation alone is a few hundred microseconds), so
-  merging 4 rows saves 3 of those. Measured side by side (bench/RESULTS.md and bench/NOTES.md):
-  LogisticRegression gains 1.2x-1.5x at concurrency 64 and is level at 8, XGBoost gained 1.3x
-  at 8 and 1.9x at 64, and concurrency 1 is unchanged (an idle batcher adds two lock
-  operations).
+- Merging costs a thread handoff per request, which pays even for cheap models: a single-row
+  scikit-learn or XGBoost call spends most of its time in per-call overhead (scikit-learn's
+  input validation above all), which a merged call pays once for all its rows. An idle batcher
+  adds only two lock operations. What this gains, model by model and by concurrency, is
+  measured in bench/RESULTS.md ("Batching and the thread policy").
 
 Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
 the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
 For costly models one call at a time runs per predictor and process (parallelism comes from the
-worker processes); the requests waiting behind it form the next batch.
+worker processes); the requests waiting behind it form the next batch. Each loaded predictor's
+Batcher is kept in a `Batchers` owned by the emulator's Deployments, and dropped with the
+predictor.
 """
 
 from __future__ import annotations
@@ -180,16 +180,23 @@ class Batcher:
         return True
 
 
-_BATCHERS: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
-_GUARD = threading.Lock()
+class Batchers:
+    """The one Batcher of each loaded predictor, kept by the emulator's Deployments (so two
+    emulators in one process never share one) and dropped with its predictor."""
 
+    def __init__(self) -> None:
+        self._batchers: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
 
-def batcher_for(predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
-    """The one Batcher of a loaded predictor (dropped with it)."""
-    batcher = _BATCHERS.get(predictor)
-    if batcher is None or batcher.max_instances != max_instances:
-        with _GUARD:
-            batcher = _BATCHERS.get(predictor)
-            if batcher is None or batcher.max_instances != max_instances:
-                batcher = _BATCHERS[predictor] = Batcher(predictor.predict, max_instances)
-    return batcher
+    def get(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
+        batcher = self._batchers.get(predictor)
+        if batcher is None or batcher.max_instances != max_instances:
+            with self._guard:
+                batcher = self._batchers.get(predictor)
+                if batcher is None or batcher.max_instances != max_instances:
+                    batcher = self._batchers[predictor] = Batcher(predictor.predict, max_instances)
+        return batcher
+
+    def existing(self, predictor: Any) -> Batcher | None:
+        """The predictor's Batcher if one was made (for tests and introspection)."""
+        return self._batchers.get(predictor)

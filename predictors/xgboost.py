@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
-from predictors import XGBOOST, find_model_file, load_pickled, options, register
-from predictors.base import Predictor, Signature, TensorSpec
+from predictors import XGBOOST, find_model_file, load_pickled, register
+from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 from settings import available_cpus
 
 #: Rows from which one call may use every CPU (see the module docstring): large enough that
-#: starting the OpenMP threads costs little next to the call (10,000 x 30: 17 ms on one thread).
+#: starting the OpenMP threads costs little next to the call (bench/RESULTS.md, "XGBoost large
+#: calls").
 WIDE_CALL_ROWS = 1000
 #: Rows from which float32_rows converts through np.fromiter (below, np.asarray is as fast).
 FAST_CONVERT_ROWS = 256
@@ -37,9 +38,10 @@ def float32_rows(instances: list[Any] | np.ndarray) -> np.ndarray:
     """`np.asarray(instances, dtype=np.float32)`, faster for rows of equal length.
 
     np.fromiter over the flattened rows converts exactly as asarray does with a dtype given
-    (None -> NaN, numbers and numeric strings -> float32) at two thirds of the time for large
-    requests (`FAST_CONVERT_ROWS` rows or more); anything it cannot take (ragged or nested rows,
-    dicts, bad values) goes to np.asarray, whose result or error is then the answer.
+    (None -> NaN, numbers and numeric strings -> float32) in less time for large requests
+    (`FAST_CONVERT_ROWS` rows or more; bench/RESULTS.md, "XGBoost large calls"); anything it
+    cannot take (ragged or nested rows, dicts, bad values) goes to np.asarray, whose result or
+    error is then the answer.
     """
     if len(instances) >= FAST_CONVERT_ROWS and type(instances[0]) is list:
         width = len(instances[0])
@@ -65,13 +67,17 @@ class XGBoostPredictor(Predictor):
 
         self._xgb = xgboost
         self._booster = booster
-        self._nthread = int(options().get("xgboost_nthread", 1))
+        self._nthread = PredictorOptions().xgboost_nthread
         booster.set_param({"nthread": self._nthread})
         self._feature_names = booster.feature_names
         #: Threads for a large call; 0 (XGBoost's default) or 1 CPU: no second booster.
         self._wide_nthread = max(1, int(available_cpus()))
         self._wide_booster: Any = None
         self._wide_lock = threading.Lock()  # held by the one large call using every CPU
+
+    def configure(self, options: PredictorOptions) -> None:
+        self._nthread = int(options.xgboost_nthread)
+        self._booster.set_param({"nthread": self._nthread})
 
     @classmethod
     def from_path(cls, model_dir: str) -> XGBoostPredictor:

@@ -1,4 +1,5 @@
-"""The per-process cache of loaded predictors, keyed by version name.
+"""The per-process cache of loaded predictors, keyed by version name, with what belongs to them:
+the options they are loaded with and each one's request batcher.
 
 A version is loaded on first use (or by warm-up) and reused until the store shows a different
 incarnation of that name (its `uid` changed: deleted and re-created) or it is dropped. Loading
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import predictors
 from errors import ApiError, ModelLoadError
-from predictors.base import Predictor
+from predictors.base import Predictor, PredictorOptions
+from predictors.batching import Batchers
 from registry import artifacts
 from registry.gcs import GcsCache
 from registry.resources import Version
@@ -26,8 +28,12 @@ Loader = Callable[[Version], Predictor]
 
 class Deployments:
     def __init__(self, package_cache: Path, loader: Loader | None = None,
-                 gcs: GcsCache | None = None) -> None:
+                 gcs: GcsCache | None = None, options: PredictorOptions | None = None) -> None:
         self._package_cache = package_cache
+        #: How this emulator's built-in predictors run (e.g. XGBoost's threads per call).
+        self.options = options or PredictorOptions()
+        #: The request batcher of each loaded predictor (predictors/batching.py).
+        self.batchers = Batchers()
         #: Where gs:// artifacts are copied before loading (None: gs:// URIs fail to load).
         self.gcs = gcs
         self._loader = loader or self.load_version
@@ -43,8 +49,8 @@ class Deployments:
             for uri in version.package_uris
         ]
         predictor, _ = predictors.load(
-            model_dir, version.framework or None, version.prediction_class or None, roots
-        )
+            model_dir, version.framework or None, version.prediction_class or None, roots,
+            self.options)
         return predictor
 
     def get(self, version: Version) -> Predictor:

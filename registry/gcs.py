@@ -5,7 +5,8 @@ A URI names either one object (`gs://b/pkg/scorer-0.1.tar.gz`) or every object u
 under a name made of the URI and the generation of every object in it, so a copy is reused until
 an object changes and then downloaded again. Copies are built in a temporary directory and
 renamed into place, so gunicorn workers (and instances sharing a disk) that download the same
-thing at once never see a half-written copy; whoever renames second drops its own.
+thing at once never see a half-written copy; whoever renames second drops its own. The objects
+of a prefix download concurrently (google.cloud.storage.transfer_manager.download_many).
 
 google-cloud-storage is imported only here and only when a gs:// URI is resolved. When an
 emulator host is configured (STORAGE_EMULATOR_HOST, read by settings.py) the client talks to it
@@ -33,6 +34,8 @@ MAX_FILES = 1000
 #: Seconds one storage call may take, retries included (the library's default is 120 s).
 CALL_TIMEOUT_S = 30.0
 READ_ONLY_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
+#: Objects of one URI downloaded at once (a model directory is a few to a few hundred files).
+DOWNLOAD_THREADS = 8
 
 
 def split(uri: str) -> tuple[str, str]:
@@ -147,10 +150,7 @@ class GcsCache:
             self.root.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".download-"))
             try:
-                for rel, blob in objects:
-                    local = staging.joinpath(*rel.split("/"))
-                    local.parent.mkdir(parents=True, exist_ok=True)
-                    self._download(uri, blob, local)
+                self._download(uri, objects, staging)
                 try:
                     os.rename(staging, target)  # atomic; a concurrent download may have won
                 except OSError:
@@ -160,13 +160,25 @@ class GcsCache:
                 shutil.rmtree(staging, ignore_errors=True)
         return target / objects[0][0] if single else target
 
-    def _download(self, uri: str, blob: Any, local: Path) -> None:
+    def _download(self, uri: str, objects: list[tuple[str, Any]], staging: Path) -> None:
+        """Copy every listed object into `staging`, several at a time (google-cloud-storage's
+        transfer_manager, on threads: the process pool it defaults to would fork this server)."""
         from google.api_core import exceptions as gexc
+        from google.cloud.storage import transfer_manager
 
-        try:
-            # A listed blob carries its generation, so this downloads exactly that one.
-            blob.download_to_filename(str(local), timeout=self.call_timeout, retry=self._retry())
-        except gexc.NotFound:
-            raise ModelLoadError(
-                f"Cannot read {uri}: gs://{blob.bucket.name}/{blob.name} was deleted or replaced "
-                "while it was being copied.") from None
+        pairs = []
+        for rel, blob in objects:
+            local = staging.joinpath(*rel.split("/"))
+            local.parent.mkdir(parents=True, exist_ok=True)
+            pairs.append((blob, str(local)))
+        # A listed blob carries its generation, so each download gets exactly that one.
+        results = transfer_manager.download_many(
+            pairs, download_kwargs={"timeout": self.call_timeout, "retry": self._retry()},
+            worker_type=transfer_manager.THREAD, max_workers=min(DOWNLOAD_THREADS, len(pairs)))
+        for (blob, _), result in zip(pairs, results, strict=True):
+            if isinstance(result, gexc.NotFound):
+                raise ModelLoadError(
+                    f"Cannot read {uri}: gs://{blob.bucket.name}/{blob.name} was deleted or "
+                    "replaced while it was being copied.") from None
+            if isinstance(result, BaseException):
+                raise result  # fetch() turns storage and network errors into ModelLoadError

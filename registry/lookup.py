@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 from errors import FailedPrecondition, NotFound, field_violation
 from payloads import ModelRef
 from registry.resources import Model, Version
-from registry.store import Store
+from registry.store_base import Store
 
 
 def model_not_found(model: str) -> NotFound:
@@ -30,26 +28,25 @@ def get_model(store: Store, ref: ModelRef) -> Model:
     return model
 
 
-#: Per thread: (store, change token, {ref: version}). Every request still asks the store whether
-#: anything changed (one cheap query, see Store.change_token), so a version deleted or changed
-#: by any worker stops being served at once, as with a full read; only unchanged reads are saved.
-_cache = threading.local()
-
-
 def serving_version(store: Store, ref: ModelRef) -> Version:
     """The version a predict call runs: the named one, or the model's default; READY only.
 
-    The result is shared between requests: callers must not modify it.
+    The result is shared between requests: callers must not modify it. Results are cached per
+    thread on the store (Store.per_thread: change token, {ref: version}). Every request still asks
+    the store whether anything changed (one cheap query, see Store.change_token), so a version
+    deleted or changed by any worker stops being served at once, as with a full read; only
+    unchanged reads are saved.
     """
     token = store.change_token()
     if token is None:
         return _serving_version(store, ref)
-    entry: tuple[Store, object, dict[ModelRef, Version]] | None = getattr(_cache, "entry", None)
-    if entry is None or entry[0] is not store or entry[1] != token:
-        entry = _cache.entry = (store, token, {})
-    version = entry[2].get(ref)
+    cache = store.per_thread()
+    entry: tuple[object, dict[ModelRef, Version]] | None = getattr(cache, "serving", None)
+    if entry is None or entry[0] != token:
+        entry = cache.serving = (token, {})
+    version = entry[1].get(ref)
     if version is None:
-        version = entry[2][ref] = _serving_version(store, ref)  # errors are never cached
+        version = entry[1][ref] = _serving_version(store, ref)  # errors are never cached
     return version
 
 

@@ -3,6 +3,9 @@
 Python code uses snake_case dataclasses; camelCase exists only in to_json/from_json. Fields the
 emulator stores but does not act on (autoScaling, machineType, ...) round-trip through `extra`.
 `storage()`/`from_storage()` are the store's internal encoding and are not part of the API.
+Decoding a stored document is tolerant (`from_stored`): a row written by another layout, with a
+field this code does not know or without one it expects, reads with defaults and a warning
+instead of making every read of its kind fail.
 """
 
 from __future__ import annotations
@@ -10,9 +13,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import functools
 import hashlib
+import logging
 import secrets
-from typing import Any
+from typing import Any, TypeVar
+
+log = logging.getLogger("mlemu.store")
+T = TypeVar("T")
 
 VERSION_STATES = ("UNKNOWN", "READY", "CREATING", "FAILED", "DELETING", "UPDATING")
 
@@ -28,6 +36,39 @@ def new_etag(seed: str) -> str:
     """An opaque etag in the API's style (base64 of 8 bytes), unique per change."""
     digest = hashlib.sha256(f"{seed}:{secrets.token_hex(8)}".encode()).digest()[:8]
     return base64.b64encode(digest).decode()
+
+
+@functools.cache
+def _warn_layout(kind: str, unknown: tuple[str, ...], missing: tuple[str, ...]) -> None:
+    """Warn once per layout (a store of old rows would otherwise log on every read)."""
+    log.warning("stored %s documents of another layout: ignoring unknown field(s) %s, defaulting "
+                "missing field(s) %s", kind, ", ".join(unknown) or "-", ", ".join(missing) or "-")
+
+
+def from_stored(cls: type[T], data: dict[str, Any]) -> T:
+    """An instance of the dataclass `cls` from a stored document: unknown fields are dropped,
+    missing ones take their defaults (a missing field without a default takes its type's empty
+    value), with a warning naming them."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = tuple(sorted(k for k in data if k not in fields))
+    missing = tuple(sorted(n for n, f in fields.items() if n not in data and f.init
+                           and f.default is dataclasses.MISSING
+                           and f.default_factory is dataclasses.MISSING))
+    if not unknown and not missing:
+        return cls(**data)
+    _warn_layout(cls.__name__, unknown, missing)
+    kwargs = {k: v for k, v in data.items() if k in fields}
+    for name in missing:
+        kwargs[name] = _empty(str(fields[name].type))
+    return cls(**kwargs)
+
+
+def _empty(annotation: str) -> Any:
+    """The value a required field missing from a stored document takes, by its annotation."""
+    for prefix, value in (("dict", {}), ("list", []), ("int", 0), ("float", 0.0), ("bool", False)):
+        if annotation.startswith(prefix):
+            return value
+    return ""
 
 
 def _camel(name: str) -> str:
@@ -78,7 +119,7 @@ class Model:
 
     @classmethod
     def from_storage(cls, data: dict[str, Any]) -> Model:
-        return cls(**data)
+        return from_stored(cls, data)
 
 
 @dataclasses.dataclass
@@ -137,7 +178,7 @@ class Version:
 
     @classmethod
     def from_storage(cls, data: dict[str, Any]) -> Version:
-        return cls(**data)
+        return from_stored(cls, data)
 
 
 @dataclasses.dataclass
@@ -170,4 +211,4 @@ class Operation:
 
     @classmethod
     def from_storage(cls, data: dict[str, Any]) -> Operation:
-        return cls(**data)
+        return from_stored(cls, data)

@@ -1,101 +1,29 @@
 """The durable store behind the registry: models, versions, operations and IAM policies.
 
-`Store` is the interface; `SqliteStore` is the embedded default, one file in the state directory
+`Store` is the interface (registry/store_base.py, re-exported here); `SqliteStore` is the
+embedded default, one file in the state directory
 that every gunicorn worker opens (WAL mode, so readers never wait on the writer);
 `PostgresStore` (registry/store_postgres.py) serves several instances sharing one state. Each mutation
 runs in one transaction (`with store.transaction():` around a read-check-write sequence takes the
 write lock first, `BEGIN IMMEDIATE`), so a crash mid-write leaves no half-written resource.
-Resources are stored as JSON documents keyed by their full resource name.
+Resources are stored as JSON documents keyed by their full resource name. `open_store` picks the
+backend a database URL names.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from registry.resources import Model, Operation, Version
+from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 
-#: "tasks" holds the claim (owner, lease) of every unfinished long-running operation; see
-#: registry/tasks.py. A backend needs nothing beyond get/children/put/delete and transaction().
-KINDS = ("models", "versions", "operations", "policies", "tasks")
-
-
-class Store(abc.ABC):
-    """Generic document storage: kind -> name -> JSON body, with a parent for listing."""
-
-    @abc.abstractmethod
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """Serialise a read-check-write sequence against every other writer (reentrant)."""
-
-    @abc.abstractmethod
-    def get(self, kind: str, name: str) -> dict[str, Any] | None: ...
-
-    @abc.abstractmethod
-    def children(self, kind: str, parent: str) -> list[dict[str, Any]]:
-        """Documents of `kind` whose parent is `parent`, ordered by name."""
-
-    @abc.abstractmethod
-    def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
-        """Insert or replace."""
-
-    @abc.abstractmethod
-    def delete(self, kind: str, name: str) -> bool: ...
-
-    def close(self) -> None:
-        """Release connections."""
-
-    def change_token(self) -> object | None:
-        """A value that differs after any committed change, from any process; None if the backend
-        cannot tell cheaply (then readers must not cache). Compare tokens from one thread only."""
-        return None
-
-    # Typed helpers shared by every backend.
-    def get_model(self, name: str) -> Model | None:
-        data = self.get("models", name)
-        return Model.from_storage(data) if data is not None else None
-
-    def list_models(self, project_name: str) -> list[Model]:
-        return [Model.from_storage(d) for d in self.children("models", project_name)]
-
-    def put_model(self, model: Model) -> None:
-        self.put("models", model.name, model.name.rsplit("/models/", 1)[0], model.storage())
-
-    def get_version(self, name: str) -> Version | None:
-        data = self.get("versions", name)
-        return Version.from_storage(data) if data is not None else None
-
-    def list_versions(self, model_name: str) -> list[Version]:
-        return [Version.from_storage(d) for d in self.children("versions", model_name)]
-
-    def put_version(self, version: Version) -> None:
-        self.put("versions", version.name, version.name.rsplit("/versions/", 1)[0],
-                 version.storage())
-
-    def update_version(self, version: Version, change: Callable[[Version], bool]) -> None:
-        """In one transaction: apply `change` to the stored copy of `version` and write it back,
-        if that copy is still the same incarnation (same uid: not deleted or re-created
-        meanwhile) and `change` returns True (it made a change)."""
-        with self.transaction():
-            current = self.get_version(version.name)
-            if current is not None and current.uid == version.uid and change(current):
-                self.put_version(current)
-
-    def get_operation(self, name: str) -> Operation | None:
-        data = self.get("operations", name)
-        return Operation.from_storage(data) if data is not None else None
-
-    def list_operations(self, project_name: str) -> list[Operation]:
-        return [Operation.from_storage(d) for d in self.children("operations", project_name)]
-
-    def put_operation(self, op: Operation) -> None:
-        self.put("operations", op.name, op.name.rsplit("/operations/", 1)[0], op.storage())
+__all__ = ["KINDS", "SqliteStore", "Store", "open_store"]
 
 
 class SqliteStore(Store):
@@ -116,7 +44,21 @@ class SqliteStore(Store):
                     " body TEXT NOT NULL)"
                 )
                 conn.execute(f"CREATE INDEX IF NOT EXISTS {kind}_parent ON {kind}(parent, name)")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if check_schema(self._meta(conn), str(self.path)):
+                conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
+                             (SCHEMA_KEY, str(SCHEMA_VERSION)))
             conn.execute("COMMIT")
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_KEY,)).fetchone()
+        return row[0] if row else None
+
+    def schema_version(self) -> int | None:
+        with self._conn() as conn:
+            value = self._meta(conn)
+        return int(value) if value is not None and value.isdigit() else None
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:

@@ -11,35 +11,27 @@ run one at a time, like SQLite's BEGIN IMMEDIATE; COMMIT or ROLLBACK releases th
 does the server when a connection dies. It is reentrant per thread. Statements outside a
 transaction are single autocommit statements, and reads never wait for the lock.
 
-Connections come from a small per-process pool; a thread keeps the one it took for the whole of a
-transaction. After a fork the child opens its own connections and never closes the parent's
-(closing them would end the parent's sessions). A connection the server or the network dropped
-is discarded; a statement outside a transaction, or the BEGIN of one, is retried once on a new
-connection. An unreachable server raises `Unavailable` naming the database (not the password).
+Connections come from registry/postgres_pool.py (a per-process psycopg_pool pool that survives
+forks, dropped connections and an unreachable server); a thread keeps the one it took for the
+whole of a transaction. A statement outside a transaction, or the BEGIN of one, that meets a
+dropped connection is retried once on a new one.
+
+The schema-version row lives in `mlemu_meta` (registry/store_base.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import conninfo
 
 from errors import Unavailable
-from registry.store import KINDS, Store
+from registry.postgres_pool import POOL_SIZE, WAIT_S, Connections
+from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 
-#: Connections one process may hold at once (gunicorn threads share them; a statement is short).
-POOL_SIZE = 5
-#: How long a caller waits for a free pooled connection, or for the write lock.
-WAIT_S = 30.0
-CONNECT_TIMEOUT_S = 10
-#: Our transactions last milliseconds; a session idle inside one this long has lost its client.
-IDLE_IN_TRANSACTION_S = 60
 #: The advisory lock key every mlemu process takes for a transaction (advisory locks are per
 #: database, so two mlemu deployments in different databases do not contend).
 LOCK_KEY = 0x6D6C656D75  # "mlemu"
@@ -47,119 +39,73 @@ LOCK_KEY = 0x6D6C656D75  # "mlemu"
 T = TypeVar("T")
 
 
-def describe(url: str) -> str:
-    """`url` without its password, for messages."""
-    try:
-        info = conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "postgresql://(unparseable URL)"
-    user = f"{info['user']}@" if info.get("user") else ""
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{user}{info.get('host', '')}{port}/{info.get('dbname', '')}"
-
-
 class PostgresStore(Store):
     """The Store on a PostgreSQL database shared by every process of every instance."""
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
         self.url = url
-        self.where = describe(url)
-        self._options: dict[str, Any] = {"autocommit": True, "application_name": "mlemu"}
+        self._conns = Connections(url, pool_size)
+        self.where = self._conns.where
+        # The schema on a connection of its own: an unreachable server fails here at once, with
+        # the driver's reason, before any pool thread starts.
+        conn = self._conns.connect()
         try:
-            if "connect_timeout" not in conninfo.conninfo_to_dict(url):
-                self._options["connect_timeout"] = CONNECT_TIMEOUT_S
-        except psycopg.ProgrammingError as exc:
-            raise ValueError(f"MLEMU_DATABASE_URL is not a valid PostgreSQL URL: {exc}") from None
-        self._pool_size = pool_size
-        self._reset_pool()
-        self._inherited: list[psycopg.Connection[Any]] = []
-        with self.transaction():  # under the lock: concurrent CREATE TABLE IF NOT EXISTS can clash
+            self._create_schema(conn)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        self._conns.open()
+
+    def _create_schema(self, conn: psycopg.Connection[Any]) -> None:
+        # Under the write lock: concurrent CREATE TABLE IF NOT EXISTS can clash.
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             for kind in KINDS:
-                self._execute(
+                conn.execute(
                     f'CREATE TABLE IF NOT EXISTS mlemu_{kind} (name TEXT COLLATE "C" PRIMARY KEY,'
-                    ' parent TEXT COLLATE "C" NOT NULL, body TEXT NOT NULL)')
-                self._execute(f"CREATE INDEX IF NOT EXISTS mlemu_{kind}_parent "
-                              f"ON mlemu_{kind} (parent, name)")
+                    ' parent TEXT COLLATE "C" NOT NULL, body TEXT NOT NULL)'.encode())
+                conn.execute(f"CREATE INDEX IF NOT EXISTS mlemu_{kind}_parent "
+                             f"ON mlemu_{kind} (parent, name)".encode())
+            conn.execute(b"CREATE TABLE IF NOT EXISTS mlemu_meta "
+                         b'(key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL)')
+            if check_schema(self._meta(conn), self.where):
+                conn.execute("INSERT INTO mlemu_meta (key, value) VALUES (%s, %s)",
+                             (SCHEMA_KEY, str(SCHEMA_VERSION)))
+
+    @staticmethod
+    def _meta(conn: psycopg.Connection[Any]) -> str | None:
+        row = conn.execute("SELECT value FROM mlemu_meta WHERE key = %s", (SCHEMA_KEY,)).fetchone()
+        return row[0] if row else None
+
+    def schema_version(self) -> int | None:
+        value = self._with_connection(self._meta)
+        return int(value) if value is not None and value.isdigit() else None
 
     # --- connections ---------------------------------------------------------------------------
-
-    def _reset_pool(self) -> None:
-        self._pid = os.getpid()
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._slots = threading.BoundedSemaphore(self._pool_size)
-        self._guard = threading.Lock()
-        self._local = threading.local()
-
-    def _after_fork(self) -> None:
-        if self._pid != os.getpid():
-            # Keep the parent's connections referenced so they are never closed from here.
-            self._inherited.extend(self._idle)
-            held = getattr(self._local, "conn", None)
-            if held is not None:
-                self._inherited.append(held)
-            self._reset_pool()
 
     def _unavailable(self, exc: Exception) -> Unavailable:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Unavailable(f"The database {self.where} is unavailable: {detail}")
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        try:
-            conn = psycopg.connect(self.url, **self._options)
-            # An instance that vanishes mid-transaction (host lost, no FIN) would hold the write
-            # lock until TCP gave up; the server ends such a session, and frees the lock, first.
-            conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'"
-                         .encode())
-            return conn
-        except psycopg.OperationalError as exc:
-            raise Unavailable(f"Cannot connect to the database {self.where} (MLEMU_DATABASE_URL): "
-                              f"{str(exc).strip()}") from None
-
-    def _acquire(self) -> psycopg.Connection[Any]:
-        self._after_fork()
-        if not self._slots.acquire(timeout=WAIT_S):
-            raise Unavailable(f"All {self._pool_size} connections to {self.where} stayed busy "
-                              f"for {WAIT_S:.0f} s.")
-        try:
-            with self._guard:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed or conn.broken:
-                conn = self._connect()
-        except BaseException:
-            self._slots.release()
-            raise
-        return conn
-
-    def _release(self, conn: psycopg.Connection[Any]) -> None:
-        reusable = not conn.closed and not conn.broken and \
-            conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if reusable:
-            with self._guard:
-                self._idle.append(conn)
-        else:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-        self._slots.release()
-
     def _with_connection(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run `fn` on this thread's transaction connection, or on a pooled one (retried once
         on a fresh connection if the pooled one turns out to be dead)."""
-        self._after_fork()
-        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        self._conns.after_fork()
+        held: psycopg.Connection[Any] | None = getattr(self._conns.local, "conn", None)
         if held is not None:
             try:
                 return fn(held)
             except psycopg.OperationalError as exc:
                 raise self._unavailable(exc) from None
         for attempt in (1, 2):
-            conn = self._acquire()
+            conn = self._conns.acquire(fresh=attempt == 2)
             try:
                 return fn(conn)
             except psycopg.OperationalError as exc:
                 if attempt == 2 or not conn.broken:
                     raise self._unavailable(exc) from None
             finally:
-                self._release(conn)
+                self._conns.release(conn)
         raise AssertionError("unreachable")
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -174,8 +120,8 @@ class PostgresStore(Store):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        self._after_fork()
-        local = self._local
+        self._conns.after_fork()
+        local = self._conns.local
         if getattr(local, "conn", None) is not None:
             yield  # nested: the outer transaction commits or rolls back
             return
@@ -194,12 +140,12 @@ class PostgresStore(Store):
                 raise self._unavailable(exc) from None
         finally:
             local.conn = None
-            self._release(conn)
+            self._conns.release(conn)
 
     def _begin(self) -> psycopg.Connection[Any]:
         """A pooled connection inside BEGIN, holding the write lock."""
         for attempt in (1, 2):
-            conn = self._acquire()
+            conn = self._conns.acquire(fresh=attempt == 2)
             try:
                 conn.execute("BEGIN")
                 conn.execute(f"SET LOCAL lock_timeout = '{int(WAIT_S * 1000)}ms'".encode())
@@ -222,7 +168,7 @@ class PostgresStore(Store):
     def _abandon(self, conn: psycopg.Connection[Any]) -> None:
         with contextlib.suppress(psycopg.Error):
             conn.execute("ROLLBACK")
-        self._release(conn)
+        self._conns.release(conn)
 
     def _check(self, kind: str) -> None:
         if kind not in KINDS:
@@ -252,11 +198,5 @@ class PostgresStore(Store):
         return bool(rows)
 
     def close(self) -> None:
-        """Close this process's idle connections."""
-        if self._pid != os.getpid():
-            return
-        with self._guard:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
+        """Close this process's connections (a later call opens a new pool)."""
+        self._conns.close()

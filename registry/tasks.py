@@ -9,9 +9,11 @@ process sharing the store may claim a task whose lease ran out, or whose owner i
 run it again. Claiming re-reads the task inside a write transaction, so exactly one claimant
 wins, whichever backend (SQLite, a shared SQL server) holds the store.
 
-A task runs in two steps, registered per operation type by the control plane:
+A task runs in two steps, registered per operation type with the runner (`TaskRunner.register`,
+called by the control plane's `operation_work.register` where the emulator is built):
   work(context, task) -> result      slow, outside any transaction, must be safe to repeat
   finish(context, task, result, err) inside the transaction that deletes the task
+  revert(context, task)              optional: how a cancelled operation undoes its change
 `finish` runs only if this process still owns the task (not cancelled, not taken over), so an
 operation's outcome is written once. A task interrupted `MAX_ATTEMPTS` times is finished with
 an error instead of being run again.
@@ -30,7 +32,8 @@ from typing import Any
 
 from errors import Aborted, ApiError, Internal
 from registry.owners import owner_is_dead, this_owner
-from registry.store import Store
+from registry.resources import from_stored
+from registry.store_base import Store
 
 log = logging.getLogger("mlemu.tasks")
 
@@ -42,6 +45,7 @@ MAX_ATTEMPTS = 3
 
 Work = Callable[[Any, "Task"], Any]
 Finish = Callable[[Any, "Task", Any, "ApiError | None"], None]
+Revert = Callable[[Any, "Task"], None]
 
 
 @dataclasses.dataclass
@@ -62,24 +66,14 @@ class Task:
 class Handler:
     work: Work
     finish: Finish
-
-
-_HANDLERS: dict[str, Handler] = {}
-
-
-def register(task_type: str, work: Work, finish: Finish) -> None:
-    _HANDLERS[task_type] = Handler(work, finish)
-
-
-def handler(task_type: str) -> Handler | None:
-    return _HANDLERS.get(task_type)
+    revert: Revert | None = None
 
 
 # --- the store side ---------------------------------------------------------------------------
 
 def get(store: Store, name: str) -> Task | None:
     data = store.get(KIND, name)
-    return Task(**data) if data is not None else None
+    return from_stored(Task, data) if data is not None else None
 
 
 def put(store: Store, task: Task) -> None:
@@ -92,7 +86,7 @@ def delete(store: Store, name: str) -> None:
 
 def pending(store: Store) -> list[Task]:
     """Every unfinished task (few: only operations in progress have one)."""
-    return [Task(**d) for d in store.children(KIND, PARENT)]
+    return [from_stored(Task, d) for d in store.children(KIND, PARENT)]
 
 
 def touching(store: Store, names: set[str], prefix: str | None = None) -> list[Task]:
@@ -121,6 +115,16 @@ class TaskRunner:
         self._threads = threads
         self._started = False
         self._idle = threading.Condition(self._guard)
+        #: Operation type -> what its task does; a task of a type not registered here stays
+        #: in the store untouched (another process, or a later version, may know it).
+        self._handlers: dict[str, Handler] = {}
+
+    def register(self, task_type: str, work: Work, finish: Finish,
+                 revert: Revert | None = None) -> None:
+        self._handlers[task_type] = Handler(work, finish, revert)
+
+    def handler(self, task_type: str) -> Handler | None:
+        return self._handlers.get(task_type)
 
     def new_task(self, name: str, task_type: str, target: str, args: dict[str, Any]) -> Task:
         """A task owned by this process; put it in the store in the caller's transaction."""
@@ -165,7 +169,7 @@ class TaskRunner:
             task = get(self.store, name)
             if task is None or task.owner != self.owner:
                 return
-            h = handler(task.type)
+            h = self.handler(task.type)
             if h is None:
                 return
             result: Any = None
@@ -200,7 +204,7 @@ class TaskRunner:
                         task.lease_until = now + self.lease_s
                         put(self.store, task)
         for task in pending(self.store):
-            if task.name not in mine and handler(task.type) is not None and self._orphaned(task, now):
+            if task.name not in mine and self.handler(task.type) is not None and self._orphaned(task, now):
                 self.adopt(task.name)
         if self.on_tick is not None:
             self.on_tick()
@@ -216,7 +220,7 @@ class TaskRunner:
             task = get(self.store, name)
             if task is None or name in self.busy() or not self._orphaned(task, time.time()):
                 return False  # finished, running here, or another process adopted it first
-            h = handler(task.type)
+            h = self.handler(task.type)
             if h is None:
                 return False
             if task.attempts >= MAX_ATTEMPTS:

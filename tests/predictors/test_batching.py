@@ -197,7 +197,7 @@ def test_dataplane_batches_built_ins_and_custom_predictors_that_opt_in(served, m
     assert predictor.batchable is batched
     out = dataplane.predict(served, ANONYMOUS, ref, PredictRequest([[1.0, 2.0], [0.5, 0.5]], {}))
     assert len(out.predictions) == 2
-    assert (batching._BATCHERS.get(predictor) is not None) is batched
+    assert (served.deployments.batchers.existing(predictor) is not None) is batched
 
 
 def test_requests_with_parameters_are_not_merged(served):
@@ -205,7 +205,7 @@ def test_requests_with_parameters_are_not_merged(served):
     _, predictor = dataplane.resolve(served, ANONYMOUS, ref, "ml.models.predict")
     out = dataplane.predict(served, ANONYMOUS, ref, PredictRequest([[1.0, 2.0]], {"threshold": 1.0}))
     assert out.predictions == [{"score": 6.0, "above": True, "kwargs": []}]
-    assert batching._BATCHERS.get(predictor) is None
+    assert served.deployments.batchers.existing(predictor) is None
 
 
 def test_concurrent_http_requests_each_get_their_own_predictions(tmp_path, make_app):

@@ -20,7 +20,8 @@ from tests.clients.mlclient import GATE_PREDICTOR, wait_for_file
 M = "/v1/projects/p/models"
 
 
-def _wait(client: Any, op: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+def wait_operation(client: Any, op: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+    """Poll an operation through the in-process app until it is done."""
     deadline = time.monotonic() + timeout
     while not op.get("done"):
         assert time.monotonic() < deadline, op
@@ -34,7 +35,7 @@ def _model_with_version(client: Any, tmp_path: Path, model: str = "m") -> None:
     assert client.post(M, json={"name": model}).status_code == 200
     op = client.post(f"{M}/{model}/versions",
                      json={"name": "v1", "deploymentUri": str(tmp_path / "linear")}).json
-    assert _wait(client, op)["response"]["state"] == "READY"
+    assert wait_operation(client, op)["response"]["state"] == "READY"
 
 
 def test_enforce_mode_denies_before_any_lookup(make_app: Any, tmp_path: Path) -> None:
@@ -91,7 +92,7 @@ def test_operation_in_progress_blocks_changes_and_cancel_reverts(make_app: Any, 
     # The interrupted load finishes later but must not overwrite the cancelled outcome.
     assert client.emu.tasks.wait_idle(30)
     assert client.get(f"{M}/m/versions/slow").json["state"] == "FAILED"
-    assert _wait(client, client.delete(f"{M}/m/versions/slow").json).get("error") is None
+    assert wait_operation(client, client.delete(f"{M}/m/versions/slow").json).get("error") is None
 
 
 def _orphan(client: Any, tmp_path: Path, owner: str, lease_until: float, attempts: int = 1) -> str:
@@ -122,7 +123,7 @@ def test_orphaned_operation_is_adopted_when_its_lease_expires(make_app: Any, tmp
     task.lease_until = time.time() - 1
     tasks.put(client.emu.store, task)
     client.emu.tasks.tick()
-    done = _wait(client, client.get(f"/v1/{name}").json)
+    done = wait_operation(client, client.get(f"/v1/{name}").json)
     assert done["response"]["state"] == "READY"
     assert client.get(f"{M}/orphan").json["defaultVersion"]["name"].endswith("/versions/v1")
     assert tasks.pending(client.emu.store) == []
@@ -152,17 +153,17 @@ def test_patches_and_default_switch(make_app: Any, tmp_path: Path) -> None:
     client = make_app()
     _model_with_version(client, tmp_path)
     modelkit.sklearn_model(tmp_path / "forest", kind="forest")
-    _wait(client, client.post(f"{M}/m/versions", json={
+    wait_operation(client, client.post(f"{M}/m/versions", json={
         "name": "v2", "deploymentUri": str(tmp_path / "forest"), "labels": {"tier": "b"}}).json)
     op = client.patch(f"{M}/m/versions/v2?updateMask=labels,autoScaling.minNodes",
                       json={"labels": {"tier": "a"}, "autoScaling": {"minNodes": 2}}).json
     assert op["name"].startswith("projects/p/operations/update_m_v2-")
-    version = _wait(client, op)["response"]
+    version = wait_operation(client, op)["response"]
     assert version["labels"] == {"tier": "a"} and version["autoScaling"] == {"minNodes": 2}
     assert version["state"] == "READY"
     op = client.patch(f"{M}/m?updateMask=default_version.name",
                       json={"defaultVersion": {"name": "v2"}}).json
-    assert _wait(client, op)["response"]["defaultVersion"]["name"].endswith("/versions/v2")
+    assert wait_operation(client, op)["response"]["defaultVersion"]["name"].endswith("/versions/v2")
     before = client.get(f"{M}/m").json["etag"]
     client.post(f"{M}/m/versions/v1:setDefault")
     assert client.get(f"{M}/m").json["etag"] != before
@@ -255,5 +256,5 @@ def test_own_task_left_unfinished_is_run_again_when_its_lease_lapses(make_app: A
     client = make_app()  # e.g. the store failed while this process was finishing the operation
     name = _orphan(client, tmp_path, client.emu.tasks.owner, time.time() - 1)
     client.emu.tasks.tick()
-    assert _wait(client, client.get(f"/v1/{name}").json)["response"]["state"] == "READY"
+    assert wait_operation(client, client.get(f"/v1/{name}").json)["response"]["state"] == "READY"
     assert tasks.pending(client.emu.store) == []

@@ -1,5 +1,5 @@
 """The architecture's import rules (DESIGN.md): imports point down, Flask stays in the adapters,
-and `import predictors` pulls in no ML framework."""
+no two modules import each other at run time, and `import predictors` pulls in no ML framework."""
 
 import ast
 import subprocess
@@ -58,6 +58,67 @@ def test_imports_point_down_and_flask_stays_in_adapters():
             if name in LAYERS and name != owner and LAYERS[name] > layer:
                 problems.append(f"{rel} (layer {layer}) imports {name} (layer {LAYERS[name]})")
     assert not problems, "\n".join(problems)
+
+
+def _module_name(rel: Path) -> str:
+    parts = list(rel.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(path: Path, modules: set[str]):
+    """The project modules `path` imports at run time, at module level or inside a function
+    (`from pkg import sub` names the module pkg.sub when there is one; TYPE_CHECKING imports
+    are skipped: they never run)."""
+    for node in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in modules else node.module
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycles_at_run_time():
+    files = {_module_name(rel): path for rel, path in _source_files()}
+    modules = set(files)
+    graph = {name: {target for target in _module_imports(path, modules)
+                    if target in modules and target != name}
+             for name, path in files.items()}
+    cycles = _cycles(graph)
+    assert not cycles, "modules importing each other at run time:\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in cycles)
 
 
 def test_import_predictors_loads_no_framework():

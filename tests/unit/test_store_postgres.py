@@ -19,6 +19,7 @@ import pytest
 from errors import Unavailable
 from registry.resources import Model
 from registry.store import SqliteStore, Store, open_store
+from registry.store_base import SCHEMA_VERSION
 from registry.store_postgres import PostgresStore
 from tests.conftest import free_port
 from tests.unit.test_tasks import adopt_orphan_race
@@ -55,6 +56,10 @@ def test_documents_behave_as_in_sqlite(db_url: str, tmp_path: Path) -> None:
     # A second store on the same database (another instance) sees the same documents.
     other = PostgresStore(db_url)
     assert other.children("models", "projects/q") == [{"name": "x"}]
+    # Both backends record the layout that wrote them, once.
+    assert pg.schema_version() == lite.schema_version() == other.schema_version() == SCHEMA_VERSION
+    with psycopg.connect(db_url) as admin:
+        assert admin.execute("SELECT count(*) FROM mlemu_meta").fetchone() == (1,)
 
 
 def test_rollback_on_error_and_nested_transactions(db_url: str) -> None:
@@ -173,6 +178,9 @@ def test_requests_answer_503_while_the_database_is_unreachable(make_app: Any, db
             error = response.get_json()["error"]
             assert error["status"] == "UNAVAILABLE"
             assert error["message"].startswith(f"Cannot connect to the database {db_url}")
+            again = client.get("/v1/projects/p/models/m")  # still down: the same answer
+            assert again.status_code == 503
+            assert again.get_json()["error"]["message"].startswith("Cannot connect to the database")
         finally:
             admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
     assert client.get("/v1/projects/p/models/m").status_code == 200  # back without a restart

@@ -28,7 +28,10 @@ def _finish(context: Any, task: tasks.Task, result: Any, error: Any) -> None:
     FINISHED.append((task.name, result))
 
 
-tasks.register("TEST_COUNTED", _work, _finish)
+def _runner(store: Store, context: Any) -> tasks.TaskRunner:
+    runner = tasks.TaskRunner(store, context)
+    runner.register("TEST_COUNTED", _work, _finish)
+    return runner
 
 
 def adopt_orphan_race(make_store: Callable[[], Store]) -> None:
@@ -40,7 +43,7 @@ def adopt_orphan_race(make_store: Callable[[], Store]) -> None:
     with seed.transaction():
         tasks.put(seed, tasks.Task("op-1", "TEST_COUNTED", "target", {}, "gone|b|n|1|1|x",
                                    time.time() - 1))
-    runners = [tasks.TaskRunner(make_store(), f"runner-{i}") for i in range(4)]
+    runners = [_runner(make_store(), f"runner-{i}") for i in range(4)]
     start = threading.Barrier(len(runners))
 
     def tick(runner: tasks.TaskRunner) -> None:
