@@ -136,7 +136,7 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     ndarray = data.pop("ndarray", None)
     _check_dtypes(data)
     try:
-        message = json_format.ParseDict(data, GrpsMessage(), ignore_unknown_fields=True)
+        message = json_format.ParseDict(data, GrpsMessage())
     except json_format.ParseError as exc:
         raise InvalidArgument(f"Invalid GrpsMessage JSON: {exc}") from None
     if ndarray is not None:

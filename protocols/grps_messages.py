@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import wirejson
-from errors import ApiError, InvalidArgument
+from errors import ApiError, InvalidArgument, ModelNotFound
 from payloads import Caller
 from protocols import grps_state as grps
 from protocols import inference
@@ -50,7 +50,17 @@ def ok(message: Any | None = None) -> Any:
 
 
 def failure(exc: ApiError) -> Any:
-    return status_message(exc.http_status, exc.message, False)
+    return status_message(exc.http_status, grps_words(exc), False)
+
+
+def grps_words(exc: ApiError) -> str:
+    """An error's message as grps says it. A missing model is "Not found model: name[-version]"
+    (grps server/cpp_server/src/executor/executor.cc, Executor::Infer; grps prefixes
+    "[ExecutorException] " and answers 500, where mlemu keeps 404: the caller named a model that
+    is not there)."""
+    if isinstance(exc, ModelNotFound):
+        return f"Not found model: {exc.model}" + (f"-{exc.version}" if exc.version else "")
+    return exc.message
 
 
 def tensors_from_message(data: Any) -> list[Tensor]:
