@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import wirejson
-from errors import ApiError, InvalidArgument, ModelNotFound
+from errors import ApiError, InvalidArgument, ModelNotFound, PredictionFailed
 from payloads import Caller
 from protocols import grps_state as grps
 from protocols import inference
@@ -161,7 +161,18 @@ class Prediction:
         else:
             self.instances = [getattr(request, self.kind)]
 
-    def encode(self, predictions: list[Any]) -> Any:
+    def encode(self, predictions: list[Any], item: int | None = None) -> Any:
+        """The predictions as this request's kind of message. What cannot be encoded (an object
+        JSON cannot hold) is named, with the streamed item's index, in a Prediction failed
+        error: a stream's last chunk then says what went wrong instead of a bare 500."""
+        try:
+            return self._encode(predictions)
+        except (TypeError, ValueError) as exc:
+            which = f"item {item} of its stream" if item is not None else "its answer"
+            raise PredictionFailed(f"The predictor's {which} cannot be sent as {self.kind}: "
+                                   f"{exc}") from None
+
+    def _encode(self, predictions: list[Any]) -> Any:
         if self.kind == "gtensors":
             declared = {t.name: t.datatype for t in self.predictor.signature().outputs}
             return tensors_to_message(from_predictions(predictions, declared))
@@ -200,8 +211,8 @@ class Prediction:
         if not _is_stream(raw):
             yield ok(self._encode_raw(raw))
             return
-        for item in raw:
-            yield ok(self.encode([item]))
+        for index, item in enumerate(raw):
+            yield ok(self.encode([item], index))
 
 
 @dataclasses.dataclass
