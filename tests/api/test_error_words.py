@@ -75,8 +75,10 @@ def test_xgboost_row_length_refused_in_every_protocol(client, rows, missing_or_e
     assert (tfs.status_code, tfs.json) == (400, {"error": detail})
     v2 = post(client, "/v2/models/xgb/infer", v2_body(rows))
     assert v2.status_code == 400 and detail in v2.json["error"]
-    for text in (ml.get_data(as_text=True), tfs.get_data(as_text=True), v2.get_data(as_text=True)):
-        assert_clean(text)
+    grps = post(client, "/grps/v1/infer/predict?model=xgb", {"ndarray": rows})
+    assert grps.status_code == 400 and detail in grps.json["status"]["msg"]
+    for answer in (ml, tfs, v2, grps):
+        assert_clean(answer.get_data(as_text=True))
 
 
 def test_app_predict_names_the_mismatch_without_a_backtrace(models, tmp_path):
