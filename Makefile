@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos
+.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos system-deps
 
 GENERATED := protocols/_generated/__init__.py
 
@@ -28,10 +28,25 @@ demo: venv
 serve: demo
 	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
 	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
+	@echo "Manage them from another terminal: ./mlemu models list --url http://127.0.0.1:$(PORT)"
 	MLEMU_PROJECT=demo $(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
 
-test: venv
+test: venv system-deps
 	$(PY) -m pytest
+
+# Debian packages the tests use, installed when missing (a fresh machine needs nothing by hand).
+# One line each, `package:probe`: the package is installed when no file matches the probe.
+SYSTEM_DEPS += postgresql:/usr/lib/postgresql/*/bin/pg_ctl
+APT_GET ?= $(if $(filter 0,$(shell id -u)),,sudo) apt-get
+
+system-deps:
+	@missing=""; for dep in $(SYSTEM_DEPS); do \
+	  ls $${dep#*:} >/dev/null 2>&1 || missing="$$missing $${dep%%:*}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q --no-install-recommends $$missing; \
+	fi
 
 # Benchmark (README "Performance"): peers in their own virtualenvs, wrk from Debian.
 BENCH_VENVS := bench/.venvs

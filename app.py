@@ -8,19 +8,31 @@ this module for the CLI neither opens the store nor loads a model.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
 
-from cli_client import models as models_cli
-from cli_client import versions as versions_cli
-from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
-from settings import SETTINGS, Settings
+def missing_module_hint(exc: ModuleNotFoundError) -> str:
+    """How to fix a run with a Python that lacks mlemu's requirements (e.g. the system one)."""
+    return (f"mlemu: Python module {exc.name!r} is missing from {sys.executable}. Run mlemu "
+            f"with its virtualenv: `./mlemu ...` (creates .venv on first use), or `make venv` "
+            f"once and then `.venv/bin/python app.py ...`.")
+
+
+try:
+    import click
+
+    from cli_client import models as models_cli
+    from cli_client import versions as versions_cli
+    from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
+    from settings import SETTINGS, Settings
+except ModuleNotFoundError as _missing:  # the CLI run with a Python without the requirements
+    if __name__ != "__main__":
+        raise
+    sys.exit(missing_module_hint(_missing))
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -37,7 +49,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
     from api.unimplemented import register_unimplemented
-    from emulator import build_emulator
+    from emulator import build_emulator, configure_logging
     from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
@@ -45,8 +57,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from protocols.v2 import bp as v2_bp
 
     settings = settings or Settings.from_env()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings)
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
@@ -155,7 +166,9 @@ def serve(**flags: Any) -> None:
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     _check_store(settings)
-    env = {**os.environ, **settings.to_env()}
+    from emulator import QUIET_NATIVE_LOGS
+
+    env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
@@ -204,10 +217,13 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
 
     import predictors
     import wirejson
+    from emulator import QUIET_NATIVE_LOGS
     from errors import ApiError
     from registry import artifacts
     from registry.gcs import GcsCache
 
+    for key, value in QUIET_NATIVE_LOGS.items():
+        os.environ.setdefault(key, value)  # before TensorFlow's import, in this process
     instances = [wirejson.loads(line) for line in json_instances.read().splitlines() if line.strip()]
     if not instances:
         raise click.UsageError("--json-instances holds no instances.")
@@ -225,4 +241,7 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModuleNotFoundError as exc:  # a lazily imported requirement (joblib, xgboost, ...)
+        sys.exit(missing_module_hint(exc))

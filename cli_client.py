@@ -9,7 +9,8 @@
   python app.py versions delete VERSION --model M [--async]
 
 Every verb takes --url (default http://127.0.0.1:8080), --project (default $MLEMU_PROJECT,
-else "mlemu") and --token (a bearer token for a server enforcing IAM), and talks to the
+else the server's default project, which `GET /healthz` names; `make serve` uses "demo") and
+--token (a bearer token for a server enforcing IAM), and talks to the
 server's ml v1 API over HTTP; create and delete wait for their operation like gcloud does unless
 --async is given. Local paths are sent as absolute paths.
 """
@@ -31,10 +32,29 @@ WAIT_TIMEOUT_S = 600.0
 
 
 class Api:
-    def __init__(self, url: str, project: str, token: str | None = None) -> None:
-        self.base = url.rstrip("/") + "/v1/"
-        self.project = project
+    def __init__(self, url: str, project: str | None, token: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.base = self.url + "/v1/"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server_project = self._server_project()
+        self.project = project or self.server_project or Settings().default_project
+
+    def _server_project(self) -> str | None:
+        """The project the server serves by default (its MLEMU_PROJECT), from /healthz."""
+        import requests
+
+        try:
+            project = requests.get(f"{self.url}/healthz", timeout=10).json().get("project")
+        except (requests.RequestException, ValueError, AttributeError):
+            return None  # an unreachable server is reported by the call that needs it
+        return project if isinstance(project, str) and project else None
+
+    def empty_note(self, what: str) -> None:
+        """Say where an empty list was looked for, when the server's default is elsewhere."""
+        if self.server_project and self.server_project != self.project:
+            click.echo(f"Listed 0 {what} in project [{self.project}]; the server's default "
+                       f"project is [{self.server_project}] (--project {self.server_project}).",
+                       err=True)
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> dict[str, Any]:
         import requests  # here, not at the top: `app.py serve` starts faster without it
@@ -83,14 +103,21 @@ class Api:
 
 def with_api(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--url", default=DEFAULT_URL, show_default=True, help="mlemu server URL.")
-    @click.option("--project", default=None, help="Project id (default $MLEMU_PROJECT or 'mlemu').")
+    @click.option("--project", default=None,
+                  help="Project id (default $MLEMU_PROJECT, else the server's default project).")
     @click.option("--token", default=None,
                   help="Bearer token (static token, self-signed JWT, ID token) when IAM is enforced.")
     @functools.wraps(fn)
     def wrapper(url: str, project: str | None, token: str | None, **kwargs: Any) -> Any:
-        return fn(Api(url, project or Settings.from_env().default_project, token), **kwargs)
+        return fn(Api(url, project or _configured_project(), token), **kwargs)
 
     return wrapper
+
+
+def _configured_project() -> str | None:
+    """$MLEMU_PROJECT when it is set to something else than the built-in default."""
+    project = Settings.from_env().default_project
+    return project if project != Settings().default_project else None
 
 
 def _local(path: str) -> str:
@@ -116,6 +143,7 @@ def models() -> None:
 @with_api
 def models_create(api: Api, model: str, description: str | None, labels: str | None,
                   regions: tuple[str, ...]) -> None:
+    """Create a model (`gcloud ai-platform models create`)."""
     body: dict[str, Any] = {"name": model}
     if description:
         body["description"] = description
@@ -130,10 +158,13 @@ def models_create(api: Api, model: str, description: str | None, labels: str | N
 @models.command("list")
 @with_api
 def models_list(api: Api) -> None:
+    """List the project's models and their default versions."""
     rows = [[m["name"].rsplit("/", 1)[-1],
              m.get("defaultVersion", {}).get("name", "").rsplit("/", 1)[-1]]
             for m in api.list_all(f"projects/{api.project}/models", "models")]
     _table(rows, ["NAME", "DEFAULT_VERSION_NAME"])
+    if not rows:
+        api.empty_note("models")
 
 
 @click.group("versions")
@@ -155,6 +186,7 @@ def versions() -> None:
 def versions_create(api: Api, version: str, model: str, origin: str, framework: str | None,
                     prediction_class: str | None, package_uris: str | None,
                     description: str | None, no_wait: bool) -> None:
+    """Create a version from a model directory (waits for READY)."""
     body: dict[str, Any] = {"name": version, "deploymentUri": _local(origin)}
     if framework:
         body["framework"] = framework.upper()
@@ -176,6 +208,7 @@ def versions_create(api: Api, version: str, model: str, origin: str, framework: 
 @click.option("--model", required=True)
 @with_api
 def versions_list(api: Api, model: str) -> None:
+    """List a model's versions and their states."""
     rows = [[v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""), v.get("state", ""),
              "yes" if v.get("isDefault") else ""]
             for v in api.list_all(f"{api.model(model)}/versions", "versions")]
@@ -187,6 +220,7 @@ def versions_list(api: Api, model: str) -> None:
 @click.option("--model", required=True)
 @with_api
 def versions_set_default(api: Api, version: str, model: str) -> None:
+    """Make a READY version the model's default."""
     api.call("POST", f"{api.model(model)}/versions/{version}:setDefault", {})
     click.echo(f"Version [{version}] is now the default of model [{model}].")
 
@@ -197,6 +231,7 @@ def versions_set_default(api: Api, version: str, model: str) -> None:
 @click.option("--async", "no_wait", is_flag=True, help="Return without waiting for the operation.")
 @with_api
 def versions_delete(api: Api, version: str, model: str, no_wait: bool) -> None:
+    """Delete a version and wait until it is gone."""
     op = api.call("DELETE", f"{api.model(model)}/versions/{version}")
     if no_wait:
         click.echo(op["name"])

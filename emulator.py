@@ -30,6 +30,22 @@ from settings import Settings
 
 log = logging.getLogger("mlemu")
 
+#: Environment for every process `app.py` starts (set before any TensorFlow import; a value the
+#: user set wins): TensorFlow's C++ INFO/WARNING start-up lines (CPU features, MLIR) off, and
+#: oneDNN's "custom operations are on" banner, which only TF_ENABLE_ONEDNN_OPTS=0 silences
+#: (TF 2.21 prints it before reading TF_CPP_MIN_LOG_LEVEL). TF Serving's standard builds do not
+#: use oneDNN's custom operations either, so its numerics are what this matches.
+QUIET_NATIVE_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def configure_logging(settings: Settings) -> None:
+    """One log format for every mlemu process. TensorFlow's Python logger (its deprecation
+    notices for the TF1 loader, "Restoring parameters from ...") reports errors only: what it
+    says otherwise is about mlemu's own calls, not the user's model."""
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
 
 @dataclasses.dataclass
 class Emulator:

@@ -7,7 +7,36 @@ Adapters render an ApiError in their own protocol's shape; nothing here knows ab
 from __future__ import annotations
 
 import enum
+import logging
+import re
 from typing import Any
+
+log = logging.getLogger("mlemu.errors")
+
+#: Where a message turns into a backtrace: dmlc-core (XGBoost) appends "Stack trace:" and one
+#: "[bt] (n) /path/lib.so(+0x..) [0x..]" line per frame; Python's is "Traceback (most recent...".
+_NATIVE_TRACE = re.compile(
+    r"\s*(?:Stack trace:|\[bt\] \(\d+\)|Traceback \(most recent call last\):).*", re.DOTALL)
+#: dmlc's log prefix on a check failure: "[18:34:49] /workspace/src/learner.cc:1289: ".
+_DMLC_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+:\d+: ", re.MULTILINE)
+#: An absolute file path (at least two components; not part of a URL such as gs://b/x).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
+
+
+def public_text(text: str, *, keep_paths: bool = False) -> str:
+    """`text` without what must not leave the process: native stack traces, dmlc log prefixes
+    and, unless `keep_paths`, this machine's file paths (each replaced by its file name).
+
+    The full text goes to the server log whenever something was removed, so the operator still
+    sees the frames the caller does not.
+    """
+    public = _DMLC_PREFIX.sub("", _NATIVE_TRACE.sub("", text))
+    if not keep_paths:
+        public = _ABSOLUTE_PATH.sub(r"\1", public)
+    public = public.rstrip()
+    if public != text.rstrip():
+        log.warning("Error detail as raised (shortened for the caller): %s", text)
+    return public
 
 
 class Code(enum.Enum):
@@ -102,6 +131,17 @@ class NotFound(ApiError):
     code = Code.NOT_FOUND
 
 
+class ModelNotFound(NotFound):
+    """No such model (`version` None) or no such version of it, worded for ml v1; protocols
+    with servers of their own (V2, grps, TF Serving) reword it from `model` and `version`."""
+
+    def __init__(self, message: str, *, model: str, version: str | None = None,
+                 details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, details=details)
+        self.model = model
+        self.version = version
+
+
 class AlreadyExists(ApiError):
     code = Code.ALREADY_EXISTS
 
@@ -150,6 +190,9 @@ class PredictionFailed(InvalidArgument):
     """
 
     def __init__(self, detail: str) -> None:
+        # Every framework's failure passes here on its way to any protocol or `app.py predict`,
+        # so this is the one place native traces and server paths are taken out.
+        detail = public_text(detail)
         super().__init__(f"Prediction failed: {detail}")
         self.detail = detail
 
@@ -158,6 +201,11 @@ class ModelLoadError(ApiError):
     """A version's artifacts could not be turned into a Predictor (bad file, missing class...)."""
 
     code = Code.FAILED_PRECONDITION
+
+    def __init__(self, message: str) -> None:
+        # The paths here are the version's own deploymentUri/packageUris, which the real service
+        # names too (gs:// URIs); a native library's backtrace is not.
+        super().__init__(public_text(message, keep_paths=True))
 
 
 _BY_CODE: dict[Code, type[ApiError]] = {

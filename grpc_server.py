@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
 
-from emulator import Emulator, build_emulator
+from emulator import Emulator, build_emulator, configure_logging
 from settings import Settings
 
 log = logging.getLogger("mlemu.grpc")
@@ -53,8 +53,7 @@ def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, i
 
 def main() -> int:
     settings = Settings.from_env()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings)
     if not settings.grpc_port:
         log.error("MLEMU_GRPC_PORT is 0: gRPC is disabled")
         return 2

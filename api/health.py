@@ -1,6 +1,7 @@
 """Health probes (open in every IAM mode): liveness and readiness for Cloud Run / Kubernetes.
 
-  GET /healthz  -> 200 {"status": "ok", "pid": <worker pid>} while the process serves
+  GET /healthz  -> 200 {"status": "ok", "pid": <worker pid>, "project": <default project>} while
+                   the process serves (the CLI reads `project` when given none)
   GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded, else 503
 """
 
@@ -17,7 +18,9 @@ bp = Blueprint("health", __name__)
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    return json_response({"status": "ok", "pid": os.getpid()})
+    emu = current_app.extensions["mlemu"]
+    return json_response({"status": "ok", "pid": os.getpid(),
+                          "project": emu.settings.default_project})
 
 
 @bp.get("/readyz")

@@ -107,13 +107,15 @@ def find_model_file(model_dir: str, framework: str | None = None) -> tuple[str, 
 
 def load_pickled(path: str) -> Any:
     """model.joblib through joblib, model.pkl through pickle, as AI Platform does."""
+    import pickle
+
+    # Outside the try: a missing joblib is this installation's problem, not the model file's
+    # (`app.py predict` then says which Python lacks it and how to fix that).
+    import joblib
+
     try:
         if path.endswith(".joblib"):
-            import joblib
-
             return joblib.load(path)
-        import pickle
-
         with open(path, "rb") as f:
             return pickle.load(f)  # noqa: S301 - loading the user's own model is the point
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad model file

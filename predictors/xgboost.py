@@ -70,6 +70,7 @@ class XGBoostPredictor(Predictor):
         self._nthread = PredictorOptions().xgboost_nthread
         booster.set_param({"nthread": self._nthread})
         self._feature_names = booster.feature_names
+        self._num_features = int(booster.num_features())
         #: Threads for a large call; 0 (XGBoost's default) or 1 CPU: no second booster.
         self._wide_nthread = max(1, int(available_cpus()))
         self._wide_booster: Any = None
@@ -115,6 +116,8 @@ class XGBoostPredictor(Predictor):
                 raise ValueError(
                     f"Expected each instance to be a list of features, got a 1-D array {instances!r:.80}"
                 )
+            if data.ndim == 2 and data.shape[1] != self._num_features:
+                raise ValueError(self._mismatch(data.shape[1]))
             names = (
                 self._feature_names
                 if self._feature_names and data.shape[-1] == len(self._feature_names)
@@ -130,6 +133,25 @@ class XGBoostPredictor(Predictor):
         except Exception as exc:  # noqa: BLE001 - the model's own error is the caller's answer
             raise PredictionFailed(f"Exception during xgboost prediction: {exc}") from None
         return result.tolist()
+
+    def _mismatch(self, width: int) -> str:
+        """What AI Platform answers for rows of the wrong length (seed 004: instance dimensions
+        must match the model's). Its runtime builds `xgb.DMatrix(inputs)` without names, so
+        XGBoost's own feature-name check refuses the rows (google-cloud-ml's
+        sk_xg_prediction_lib.py XgboostClient.predict; the text is xgboost/core.py
+        Booster._validate_features). Recent XGBoost accepts short rows and answers with a
+        native backtrace for long ones, so the check is made here, for every length.
+        """
+        expected = list(self._feature_names or (f"f{i}" for i in range(self._num_features)))
+        got = [f"f{i}" for i in range(width)]
+        message = f"feature_names mismatch: {expected} {got}"
+        missing = [name for name in expected if name not in got]
+        extra = [name for name in got if name not in expected]
+        if missing:
+            message += "\nexpected " + ", ".join(missing) + " in input data"
+        if extra:
+            message += "\ntraining data did not have the following fields: " + ", ".join(extra)
+        return message
 
     def _run(self, booster: Any, data: np.ndarray, names: Any, nthread: int) -> Any:
         matrix = self._xgb.DMatrix(data, missing=np.nan, nthread=nthread, feature_names=names)

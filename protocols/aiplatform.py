@@ -29,12 +29,11 @@ from werkzeug.datastructures import EnvironHeaders
 import auth
 import dataplane
 import wirearray
-import wirejson
 from errors import ApiError, InvalidArgument, PredictionFailed
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest
-from web.google import check_standard_params, google_error_response, google_json_response
+from web.google import check_standard_params, google_error_response, google_json, google_json_response
 from web.handlers import register_error_renderer, render_internal
-from web.http import decode_json, json_response, read_body, read_limited, request_caller
+from web.http import decode_json, read_body, read_limited, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -103,7 +102,8 @@ def _predict(ref: ModelRef) -> Response:
     caller = request_caller()
     check_standard_params()
     data = read_body(emu.settings.max_request_bytes)
-    return google_json_response({"predictions": _predictions(emu, caller, ref, data)})
+    return google_json_response({"predictions": _predictions(emu, caller, ref, data)},
+                                pretty_default=False)
 
 
 @bp.post("/v1/projects/<project>/models/<model>:predict")
@@ -119,7 +119,8 @@ def predict_version(project: str, model: str, version: str) -> Response:
 def render_ml_predict_error(exc: ApiError) -> Response:
     """This route's error shapes: a model's failure as AI Platform words it, else Google's."""
     if isinstance(exc, PredictionFailed):
-        return json_response({"error": exc.message}, exc.http_status)
+        return Response(google_json({"error": exc.message}, pretty=False), exc.http_status,
+                        mimetype="application/json")
     return google_error_response(exc)
 
 
@@ -183,4 +184,4 @@ class PredictFastPath:
         caller = auth.identify(emu, EnvironHeaders(environ))
         data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
                             emu.settings.max_request_bytes)
-        return wirejson.dumps({"predictions": _predictions(emu, caller, ref, data)})
+        return google_json({"predictions": _predictions(emu, caller, ref, data)}, pretty=False)

@@ -136,7 +136,7 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     ndarray = data.pop("ndarray", None)
     _check_dtypes(data)
     try:
-        message = json_format.ParseDict(data, GrpsMessage(), ignore_unknown_fields=True)
+        message = json_format.ParseDict(data, GrpsMessage())
     except json_format.ParseError as exc:
         raise InvalidArgument(f"Invalid GrpsMessage JSON: {exc}") from None
     if ndarray is not None:
@@ -145,7 +145,8 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
 
 
 def _check_dtypes(data: dict[str, Any]) -> None:
-    """Unknown enum names would silently become DT_INVALID under ignore_unknown_fields."""
+    """An unknown dtype name, answered with the names grps knows (protobuf's own parse error
+    names the bad value only)."""
     gtensors = data.get("gtensors")
     tensors = gtensors.get("tensors") if isinstance(gtensors, dict) else None
     for index, tensor in enumerate(tensors if isinstance(tensors, list) else []):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import wirejson
-from errors import ApiError, InvalidArgument
+from errors import ApiError, InvalidArgument, ModelNotFound, PredictionFailed
 from payloads import Caller
 from protocols import grps_state as grps
 from protocols import inference
@@ -50,7 +50,17 @@ def ok(message: Any | None = None) -> Any:
 
 
 def failure(exc: ApiError) -> Any:
-    return status_message(exc.http_status, exc.message, False)
+    return status_message(exc.http_status, grps_words(exc), False)
+
+
+def grps_words(exc: ApiError) -> str:
+    """An error's message as grps says it. A missing model is "Not found model: name[-version]"
+    (grps server/cpp_server/src/executor/executor.cc, Executor::Infer; grps prefixes
+    "[ExecutorException] " and answers 500, where mlemu keeps 404: the caller named a model that
+    is not there)."""
+    if isinstance(exc, ModelNotFound):
+        return f"Not found model: {exc.model}" + (f"-{exc.version}" if exc.version else "")
+    return exc.message
 
 
 def tensors_from_message(data: Any) -> list[Tensor]:
@@ -151,7 +161,18 @@ class Prediction:
         else:
             self.instances = [getattr(request, self.kind)]
 
-    def encode(self, predictions: list[Any]) -> Any:
+    def encode(self, predictions: list[Any], item: int | None = None) -> Any:
+        """The predictions as this request's kind of message. What cannot be encoded (an object
+        JSON cannot hold) is named, with the streamed item's index, in a Prediction failed
+        error: a stream's last chunk then says what went wrong instead of a bare 500."""
+        try:
+            return self._encode(predictions)
+        except (TypeError, ValueError) as exc:
+            which = f"item {item} of its stream" if item is not None else "its answer"
+            raise PredictionFailed(f"The predictor's {which} cannot be sent as {self.kind}: "
+                                   f"{exc}") from None
+
+    def _encode(self, predictions: list[Any]) -> Any:
         if self.kind == "gtensors":
             declared = {t.name: t.datatype for t in self.predictor.signature().outputs}
             return tensors_to_message(from_predictions(predictions, declared))
@@ -190,8 +211,8 @@ class Prediction:
         if not _is_stream(raw):
             yield ok(self._encode_raw(raw))
             return
-        for item in raw:
-            yield ok(self.encode([item]))
+        for index, item in enumerate(raw):
+            yield ok(self.encode([item], index))
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import dataplane
-from errors import ApiError, Code, InvalidArgument
+from errors import ApiError, Code, InvalidArgument, ModelNotFound, NotFound
 from payloads import Caller, ModelRef
 from protocols.tensors import Tensor, from_predictions, to_array, to_instances
 
@@ -42,6 +42,18 @@ def model_ref(emu: Emulator, name: str, version: str | None) -> ModelRef:
     return ModelRef(emu.settings.default_project, name, version or None)
 
 
+def v2_error(exc: ApiError) -> ApiError:
+    """An error as V2 servers word it, over REST and gRPC alike. A missing model is KServe's
+    "Model with name m does not exist." (python/kserve/kserve/errors.py ModelNotFound: HTTP 404,
+    gRPC NOT_FOUND); KServe serves no versions, so a missing version is Triton's "Request for
+    unknown model: 'm' version v is not found" (triton core model_repository_manager.cc)."""
+    if not isinstance(exc, ModelNotFound):
+        return exc
+    if exc.version is None:
+        return NotFound(f"Model with name {exc.model} does not exist.")
+    return NotFound(f"Request for unknown model: '{exc.model}' version {exc.version} is not found")
+
+
 def version_id(version: Version) -> str:
     return version.name.rsplit("/", 1)[-1]
 
@@ -54,7 +66,10 @@ def get_model(emu: Emulator, caller: Caller, name: str, version: str | None) -> 
 
 
 def model_ready(emu: Emulator, caller: Caller, name: str, version: str | None) -> bool:
-    """True when the version exists, is READY and its model loads; NotFound propagates."""
+    """True when the version exists, is READY and its model loads; NotFound propagates, over
+    REST (404) and gRPC (NOT_FOUND) alike, as in KServe (protocol/dataplane.py model_ready raises
+    ModelNotFound for both transports). Triton differs per transport (HTTP 400 "Model version
+    not ready", gRPC ready=false), so the transports follow KServe, whose protocol V2 is."""
     try:
         get_model(emu, caller, name, version)
     except ApiError as exc:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Response, current_app, request
 
 import auth
-from errors import InvalidArgument
+from errors import ApiError, InvalidArgument
 from payloads import Caller
 from protocols import inference
 from protocols.v2_codec import decode_rest_infer, encode_response, split_body
@@ -71,12 +71,14 @@ def decompress(data: bytes, encoding: str, limit: int) -> bytes:
 
 
 def _compressed(response: Response) -> Response:
-    accepted = request.headers.get("Accept-Encoding", "").lower()
-    for name, compress in (("gzip", gzip.compress), ("deflate", zlib.compress)):
-        if name in accepted:
-            response.set_data(compress(response.get_data()))
-            response.headers["Content-Encoding"] = name
-            break
+    """The response in the coding the client's Accept-Encoding prefers (RFC 9110 12.5.3, as
+    werkzeug parses it: `q=0` refuses a coding, identity wins when it is preferred)."""
+    response.vary.add("Accept-Encoding")
+    coding = request.accept_encodings.best_match(["gzip", "deflate", "identity"])
+    if coding in ("gzip", "deflate"):
+        data = response.get_data()
+        response.set_data(gzip.compress(data) if coding == "gzip" else zlib.compress(data))
+        response.headers["Content-Encoding"] = coding
     return response
 
 
@@ -133,4 +135,9 @@ def infer(model: str, version: str | None = None) -> Response:
     return _compressed(response)
 
 
-register_error_renderer(bp, error_json, log)
+def render_v2_error(exc: ApiError) -> Response:
+    """`{"error": "..."}` in V2's words (a missing model as KServe/Triton say it)."""
+    return error_json(inference.v2_error(exc))
+
+
+register_error_renderer(bp, render_v2_error, log)

@@ -5,7 +5,7 @@ ServerMetadata, ModelMetadata and ModelInfer over the same dataplane as the REST
 (protocols/v2.py). ModelInfer accepts typed `contents` or `raw_input_contents` (one entry per
 input, never both) and always answers with `raw_output_contents`, as Triton does. Errors are gRPC
 status codes named like the google.rpc codes (NOT_FOUND, INVALID_ARGUMENT, ...), with the same
-messages as REST; ModelReady answers `ready: false` for an unknown model, as tritonclient expects.
+messages as REST; ModelReady answers NOT_FOUND for an unknown model, as REST's 404 (KServe).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 import auth
-from errors import ApiError, InvalidArgument, NotFound
+from errors import ApiError, InvalidArgument
 from payloads import Caller
 from protocols import inference
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
@@ -54,6 +54,7 @@ class InvocationHeaders:
 
 
 def abort(context: grpc.ServicerContext, exc: ApiError) -> None:
+    exc = inference.v2_error(exc)
     context.abort(grpc.StatusCode[exc.code.name], exc.message)
 
 
@@ -133,11 +134,8 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ModelReady(self, request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            ready = inference.model_ready(self.emu, self._caller(context), request.name,
-                                          request.version)
-        except NotFound:
-            ready = False
+        ready = inference.model_ready(self.emu, self._caller(context), request.name,
+                                      request.version)
         return pb.ModelReadyResponse(ready=ready)
 
     @rpc

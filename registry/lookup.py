@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from errors import FailedPrecondition, NotFound, field_violation
+from errors import FailedPrecondition, ModelNotFound, field_violation
 from payloads import ModelRef
 from registry.resources import Model, Version
 from registry.store_base import Store
 
 
-def model_not_found(model: str) -> NotFound:
+def model_not_found(model: str) -> ModelNotFound:
     description = (
         f'The model resource: "{model}" was not found. Please create the model resource first '
         f"by using 'gcloud ai-platform models create {model}'."
     )
-    return NotFound(f"Field: name Error: {description}", details=field_violation("name", description))
+    return ModelNotFound(f"Field: name Error: {description}", model=model,
+                         details=field_violation("name", description))
 
 
-def version_not_found(name: str) -> NotFound:
+def version_not_found(name: str) -> ModelNotFound:
     description = f"The specified model version was not found: {name}."
-    return NotFound(f"Field: name Error: {description}", details=field_violation("name", description))
+    model, _, version = name.rpartition("/versions/")
+    return ModelNotFound(f"Field: name Error: {description}", model=model.rsplit("/", 1)[-1],
+                         version=version, details=field_violation("name", description))
 
 
 def get_model(store: Store, ref: ModelRef) -> Model:
@@ -58,10 +61,7 @@ def _serving_version(store: Store, ref: ModelRef) -> Version:
             raise version_not_found(ref.resource_name)
     else:
         if not model.default_version:
-            description = (
-                f"The model {ref.model_name} has no default version. Create a version or "
-                "name one in the request."
-            )
+            description = _no_default_version(store, ref)
             raise FailedPrecondition(
                 f"Field: name Error: {description}", details=field_violation("name", description)
             )
@@ -78,3 +78,16 @@ def _serving_version(store: Store, ref: ModelRef) -> Version:
             + detail
         )
     return version
+
+
+def _no_default_version(store: Store, ref: ModelRef) -> str:
+    """Why a model has no default version. While its first version is still being created the
+    caller did nothing wrong and needs only to wait: say so, and name that version."""
+    creating = [v.name.rsplit("/", 1)[-1] for v in store.list_versions(ref.model_name)
+                if v.state == "CREATING"]
+    if creating:
+        return (f"The model {ref.model_name} has no default version yet: version "
+                f"{', '.join(creating)} is being created (state CREATING). It becomes the default "
+                "when it is READY; wait for its operation to be done, then predict again.")
+    return (f"The model {ref.model_name} has no default version. Create a version or name one "
+            "in the request.")

@@ -72,19 +72,31 @@ def select_fields(body: Any, tree: dict[str, Any]) -> Any:
     return {k: select_fields(body[k], sub) for k, sub in tree.items() if k in body}
 
 
-def google_json_response(body: Any, status: int = 200) -> Response:
-    """A success response honouring `fields` and `prettyPrint`."""
+def google_json_response(body: Any, status: int = 200, *,
+                         pretty_default: bool = True) -> Response:
+    """A success response honouring `fields` and `prettyPrint`, as Google's front end writes it.
+
+    `prettyPrint` defaults to true (the ml v1 discovery document shipped in google-api-python-
+    client, googleapiclient/discovery_cache/documents/ml.v1.json, `parameters.prettyPrint`), and
+    the front end ends its JSON with a newline; :predict's own body is compact
+    (`pretty_default=False`) but ends with the newline too, so curl's output never runs into
+    the prompt.
+    """
     fields = request.args.get("fields")
     if fields:
         body = select_fields(body, parse_fields(fields))
-    pretty = request.args.get("prettyPrint", "").lower() in {"true", "1"}
-    return Response(wirejson.dumps(body, pretty=pretty), status=status, mimetype="application/json")
+    pretty = request.args.get("prettyPrint", str(pretty_default)).lower() in {"true", "1"}
+    return Response(google_json(body, pretty=pretty), status=status, mimetype="application/json")
+
+
+def google_json(body: Any, *, pretty: bool = True) -> bytes:
+    """JSON as Google's API front end sends it: pretty by default, ending with a newline."""
+    return wirejson.dumps(body, pretty=pretty) + b"\n"
 
 
 def google_error_response(exc: ApiError) -> Response:
-    response = Response(
-        wirejson.dumps(exc.to_google_json()), status=exc.http_status, mimetype="application/json"
-    )
+    response = Response(google_json(exc.to_google_json()), status=exc.http_status,
+                        mimetype="application/json")
     for key, value in exc.headers.items():
         response.headers[key] = value
     return response

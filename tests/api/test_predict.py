@@ -84,7 +84,7 @@ def test_custom_predictor_receives_kwargs(client):
 def test_nan_in_predictions_is_written_as_nan(client):
     resp = post(client, "/v1/projects/p/models/custom:predict", '{"instances": [[NaN, 1]]}')
     assert resp.status_code == 200
-    assert resp.data == b'{"predictions":[NaN]}'
+    assert resp.data == b'{"predictions":[NaN]}\n'  # Google's front end ends JSON with a newline
     assert math.isnan(json.loads(resp.data)["predictions"][0])
 
 

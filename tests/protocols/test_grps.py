@@ -233,7 +233,13 @@ GRPS_MALFORMED: dict[str, tuple[str, bytes, str | None, int, str]] = {
         "Invalid GrpsMessage JSON"),
     "ragged-ndarray": ("?model=xgb", b'{"ndarray": [[1, 2, 3], [4]]}', JSON, 400, "rectangular"),
     "bin-data-in-json": ("", b'{"bin_data": "AAEC"}', JSON, 400, "application/octet-stream"),
-    "unknown-model": ("?model=no_such_model", b'{"str_data": "x"}', JSON, 404, "no_such_model"),
+    "unknown-model": ("?model=no_such_model", b'{"str_data": "x"}', JSON, 404,
+                      "Not found model: no_such_model"),
+    "unknown-version": ("?model=sk-v9", b'{"str_data": "x"}', JSON, 404, "Not found model: sk-v9"),
+    # The grps docs' own example names `flat_double`; GenericTensor's field is `flat_float64`.
+    "unknown-field": ("?model=sk", json.dumps({"gtensors": {"tensors": [
+        {"dtype": "DT_FLOAT64", "shape": [1, 4], "flat_double": [1, 2, 3, 4]}]}}).encode(), JSON,
+        400, 'has no field named "flat_double" at "GrpsMessage.gtensors.tensors[0]"'),
     "wrong-feature-count": ("?model=sk", b'{"ndarray": [[1, 2]]}', JSON, 400, "Prediction failed"),
     "streaming-and-ndarray": ("?streaming=true&return-ndarray=true", b'{"str_data": "x"}', JSON,
                               400, "not supported at the same time"),
@@ -269,7 +275,8 @@ def test_malformed_grpc_requests_report_failure_status(stub: Any, grps_server: L
         (mismatch, 400, "needs 8 elements"),
         (invalid, 400, "unknown or missing dtype"),
         (grps_pb2.GrpsMessage(model="echo"), 400, "No data"),
-        (grps_pb2.GrpsMessage(model="no_such_model", str_data="x"), 404, "no_such_model"),
+        (grps_pb2.GrpsMessage(model="no_such_model", str_data="x"), 404,
+         "Not found model: no_such_model"),
     ]
     for request, code, message in cases:
         answer = stub.Predict(request, timeout=10)

@@ -68,14 +68,25 @@ def test_server_live_and_ready(triton: Any) -> None:
     assert client.is_server_ready() is True
 
 
-def test_model_ready_true_and_false_for_unknown(triton: Any) -> None:
-    _, client = triton
+def test_model_ready_true_false_and_not_found(triton: Any) -> None:
+    module, client = triton
     assert client.is_model_ready("sk") is True
     assert client.is_model_ready("sk", "v2") is True
     assert client.is_model_ready("xgb") is True
-    assert client.is_model_ready("no_such_model") is False
-    assert client.is_model_ready("sk", "v9") is False
     assert client.is_model_ready("broken") is False  # its version FAILED: no model file
+    # Unknown: 404 over REST (tritonclient.http reads any non-200 as False), NOT_FOUND over
+    # gRPC, as KServe answers both (issue 16: the transports agree).
+    if module is thttp:
+        assert client.is_model_ready("no_such_model") is False
+        assert client.is_model_ready("sk", "v9") is False
+        return
+    with pytest.raises(InferenceServerException) as unknown:
+        client.is_model_ready("no_such_model")
+    assert unknown.value.status() == "StatusCode.NOT_FOUND"
+    assert unknown.value.message() == "Model with name no_such_model does not exist."
+    with pytest.raises(InferenceServerException) as version:
+        client.is_model_ready("sk", "v9")
+    assert version.value.message() == "Request for unknown model: 'sk' version v9 is not found"
 
 
 def test_server_metadata(triton: Any) -> None:
@@ -100,8 +111,9 @@ def test_model_metadata_from_the_models(triton: Any) -> None:
     assert xgb["platform"] == "xgboost"
     assert [int(d) for d in xgb["inputs"][0]["shape"]] == [-1, 3]
     assert xgb["inputs"][0]["datatype"] == xgb["outputs"][0]["datatype"] == "FP32"
-    with pytest.raises(InferenceServerException, match="was not found"):
+    with pytest.raises(InferenceServerException) as unknown:
         metadata(module, client, "no_such_model")
+    assert unknown.value.message() == "Model with name no_such_model does not exist."
 
 
 CASES = [
@@ -225,7 +237,7 @@ def test_v2_rest_server_and_model_not_ready(server: LiveServer) -> None:
     unknown = requests.get(f"{server.url}/v2/models/no_such_model/ready", timeout=5)
     assert unknown.status_code == 404
     assert unknown.headers["Content-Type"] == "application/json"
-    assert "no_such_model" in unknown.json()["error"]
+    assert unknown.json() == {"error": "Model with name no_such_model does not exist."}
 
     broken = requests.get(f"{server.url}/v2/models/broken/ready", timeout=5)
     assert (broken.status_code, broken.json()) == (503, {"name": "broken", "ready": False})
