@@ -1,8 +1,11 @@
-"""AI Platform Prediction online prediction (ml.googleapis.com/v1 `projects.predict`).
+"""AI Platform Prediction online prediction (ml.googleapis.com/v1 `projects.predict` and
+`projects.explain`).
 
 Routes:
   POST /v1/projects/{project}/models/{model}:predict                     (default version)
   POST /v1/projects/{project}/models/{model}/versions/{version}:predict
+  POST the same two paths with `:explain`: the same body, answered with `{"explanations": [...]}`
+  (feature attributions, explainers/); Flask only, the fast path serves `:predict`.
 
 Body `{"instances": [...], ...}`; every other top-level key is passed to a custom predictor as a
 keyword argument (built-in frameworks refuse unknown keys). Success is `{"predictions": [...]}`.
@@ -114,6 +117,24 @@ def predict_model(project: str, model: str) -> Response:
 @bp.post("/v1/projects/<project>/models/<model>/versions/<version>:predict")
 def predict_version(project: str, model: str, version: str) -> Response:
     return _predict(ModelRef(project, model, version))
+
+
+def _explain(ref: ModelRef) -> Response:
+    emu = current_app.extensions["mlemu"]
+    caller = request_caller()
+    check_standard_params()
+    req = decode_ml_predict_body(read_body(emu.settings.max_request_bytes))
+    return google_json_response({"explanations": dataplane.explain(emu, caller, ref, req)})
+
+
+@bp.post("/v1/projects/<project>/models/<model>:explain")
+def explain_model(project: str, model: str) -> Response:
+    return _explain(ModelRef(project, model))
+
+
+@bp.post("/v1/projects/<project>/models/<model>/versions/<version>:explain")
+def explain_version(project: str, model: str, version: str) -> Response:
+    return _explain(ModelRef(project, model, version))
 
 
 def render_ml_predict_error(exc: ApiError) -> Response:
