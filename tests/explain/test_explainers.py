@@ -141,7 +141,7 @@ def test_sklearn_sampled_shapley_matches_exact_within_reported_error(tmp_path: P
     assert entry["label_index"] == -1 and entry["output_name"] == "score"
     # completeness: every sampled path telescopes to score - baseline score
     assert got.sum() == pytest.approx(delta, abs=1e-9)
-    assert 0 < entry["approx_error"]
+    assert entry["approx_error"] > 0
     assert np.abs(got - exact).max() <= 3 * entry["approx_error"] * abs(delta)
 
 
