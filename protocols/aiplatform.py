@@ -109,16 +109,6 @@ def _predict(ref: ModelRef) -> Response:
                                 pretty_default=False)
 
 
-@bp.post("/v1/projects/<project>/models/<model>:predict")
-def predict_model(project: str, model: str) -> Response:
-    return _predict(ModelRef(project, model))
-
-
-@bp.post("/v1/projects/<project>/models/<model>/versions/<version>:predict")
-def predict_version(project: str, model: str, version: str) -> Response:
-    return _predict(ModelRef(project, model, version))
-
-
 def _explain(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
@@ -127,14 +117,19 @@ def _explain(ref: ModelRef) -> Response:
     return google_json_response({"explanations": dataplane.explain(emu, caller, ref, req)})
 
 
-@bp.post("/v1/projects/<project>/models/<model>:explain")
-def explain_model(project: str, model: str) -> Response:
-    return _explain(ModelRef(project, model))
+def _route(verb: str, view: Callable[[ModelRef], Response]) -> None:
+    """POST `:verb` on a model (its default version) and on a version, both served by `view`."""
+    def on_name(project: str, model: str, version: str | None = None) -> Response:
+        return view(ModelRef(project, model, version))
+
+    bp.add_url_rule(f"/v1/projects/<project>/models/<model>:{verb}", f"{verb}_model", on_name,
+                    methods=["POST"])
+    bp.add_url_rule(f"/v1/projects/<project>/models/<model>/versions/<version>:{verb}",
+                    f"{verb}_version", on_name, methods=["POST"])
 
 
-@bp.post("/v1/projects/<project>/models/<model>/versions/<version>:explain")
-def explain_version(project: str, model: str, version: str) -> Response:
-    return _explain(ModelRef(project, model, version))
+_route("predict", _predict)
+_route("explain", _explain)
 
 
 def render_ml_predict_error(exc: ApiError) -> Response:

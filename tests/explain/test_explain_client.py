@@ -128,6 +128,7 @@ def ml(server: LiveServer, models: dict[str, Any]) -> Any:
     specs = {
         "tf1": ("tf1", {"explanationConfig": ig}),
         "tf2": ("tf2", {"explanationConfig": ig, "framework": "TENSORFLOW"}),
+        "tfshap": ("tf1", {"explanationConfig": shapley}),
         "sk": ("sk", {"explanationConfig": shapley}),
         "xgb": ("xgb", {"explanationConfig": shapley, "framework": "XGBOOST"}),
         "custom": ("custom", {"explanationConfig": shapley, "predictionClass":
@@ -163,6 +164,15 @@ def test_tf1_integrated_gradients_are_exact_for_a_linear_model(ml: Any) -> None:
         assert entry["approx_error"] < 1e-5
         total = sum(entry["attributions"]["features"])
         assert total == pytest.approx(entry["example_score"] - entry["baseline_score"], rel=1e-5)
+
+
+def test_tensorflow_sampled_shapley(ml: Any) -> None:
+    row = [1.0, 2.0, 3.0]
+    (entry,) = explain(ml, f"{P}/models/tfshap/versions/v1", [row])
+    # a linear model: every feature order gives w * (x - baseline), so no sampling error
+    assert entry["attributions"]["features"] == [
+        pytest.approx(float(v), rel=1e-5) for v in W * (np.array(row) - TF_BASELINE)]
+    assert entry["approx_error"] == pytest.approx(0, abs=1e-5)
 
 
 def test_tf2_explains_the_predicted_class_on_the_model_path(ml: Any) -> None:
@@ -268,6 +278,7 @@ def test_explain_errors(ml: Any) -> None:
     with pytest.raises(HttpError) as info:  # a row the model cannot take: the predict error shape
         explain(ml, f"{P}/models/tf1/versions/v1", [["a", "b", "c"]])
     assert info.value.resp.status == 400
+    assert isinstance(json.loads(info.value.content)["error"], str)
 
 
 def test_cli_explain(server: LiveServer, tmp_path: Path) -> None:
