@@ -2,8 +2,8 @@
 
 Applying is idempotent and runs in one transaction, so every gunicorn worker may apply the same
 file at start: the first creates what is missing, the rest find it there. A version whose spec
-(deploymentUri, framework, predictionClass, packageUris) changed in the file is replaced; models
-and versions that are not in the file (created through the API) are left alone. Relative paths
+(deploymentUri, framework, predictionClass, packageUris, explanationConfig) changed in the file is
+replaced; models and versions that are not in the file (created through the API) are left alone. Relative paths
 are relative to the file; gs:// URIs are checked by warm-up, which downloads them. The format is
 documented in the README ("Bootstrap file").
 
@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+import explainers
 import predictors
 from errors import ApiError
 from registry import artifacts, names
@@ -33,11 +34,12 @@ from registry.resources import Model, Version, new_etag, now_rfc3339
 from registry.store import Store
 
 #: Version keys that decide what is served; a change replaces the version.
-SPEC_KEYS = ("deployment_uri", "framework", "prediction_class", "package_uris")
+SPEC_KEYS = ("deployment_uri", "framework", "prediction_class", "package_uris", "explanation_config")
 MODEL_KEYS = {"description", "labels", "regions", "defaultVersion", "versions", "serving",
               "onlinePredictionLogging", "onlinePredictionConsoleLogging"}
 VERSION_KEYS = {"deploymentUri", "framework", "predictionClass", "packageUris", "description",
-                "labels", "runtimeVersion", "pythonVersion", "machineType", "default", "serving"}
+                "labels", "runtimeVersion", "pythonVersion", "machineType", "explanationConfig",
+                "default", "serving"}
 
 
 class BootstrapError(ValueError):
@@ -150,6 +152,11 @@ def _apply_model(store: Store, project: str, model_id: str, mbody: dict[str, Any
             raise BootstrapError(f"{vwhere}: {exc.message}") from None
         if not vbody.get("deploymentUri"):
             raise BootstrapError(f"{vwhere}: deploymentUri is required.")
+        if vbody.get("explanationConfig") is not None:
+            try:
+                explainers.parse_config(vbody["explanationConfig"], "explanationConfig")
+            except ApiError as exc:
+                raise BootstrapError(f"{vwhere}: {exc.message}") from None
         vname = names.version_name(project, model_id, str(version_id))
         wanted = _version_from(vname, vbody, base)
         existing = store.get_version(vname)
