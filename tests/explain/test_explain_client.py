@@ -281,7 +281,7 @@ def test_explain_errors(ml: Any) -> None:
     assert isinstance(json.loads(info.value.content)["error"], str)
 
 
-def test_cli_explain(server: LiveServer, tmp_path: Path) -> None:
+def test_cli(server: LiveServer, ml: Any, models: dict[str, Any], tmp_path: Path) -> None:
     from app import main
 
     rows = tmp_path / "rows.json"
@@ -294,6 +294,13 @@ def test_cli_explain(server: LiveServer, tmp_path: Path) -> None:
     attributions = explanation["attributions_by_label"][0]["attributions"]["features"]
     assert attributions == pytest.approx((W * (np.array([1.0, 2.0, 3.0]) - TF_BASELINE)).tolist(),
                                          rel=1e-5)
+    result = CliRunner().invoke(main, [
+        "versions", "create", "cli", "--model", "plain", "--origin", str(models["root"] / "sk"),
+        "--explanation-method", "sampled-shapley", "--num-paths", "7", "--url", server.url,
+        "--project", "demo"])
+    assert result.exit_code == 0, result.output
+    version = ml.projects().models().versions().get(name=f"{P}/models/plain/versions/cli").execute()
+    assert version["explanationConfig"] == {"sampledShapleyAttribution": {"numPaths": 7}}
     rows.write_text("")
     result = CliRunner().invoke(main, ["explain", "--model", "tf1", "--json-instances", str(rows),
                                        "--url", server.url, "--project", "demo"])
