@@ -3,9 +3,9 @@
 Applying is idempotent and runs in one transaction, so every gunicorn worker may apply the same
 file at start: the first creates what is missing, the rest find it there. A version whose spec
 (deploymentUri, framework, predictionClass, packageUris, explanationConfig) changed in the file is
-replaced; models and versions that are not in the file (created through the API) are left alone. Relative paths
-are relative to the file; gs:// URIs are checked by warm-up, which downloads them. The format is
-documented in the README ("Bootstrap file").
+replaced; models and versions that are not in the file (created through the API) are left alone.
+Relative paths are relative to the file; gs:// URIs are checked by warm-up, which downloads them.
+The format is documented in the README ("Bootstrap file").
 
     projects:
       my-project:
