@@ -13,8 +13,9 @@ explainable_ai_sdk/common/attribution.py): per instance one entry for the explai
 over baselines), `label_index` (-1 for a scalar output), `output_name`, `label_name` when the
 output has an index_name_mapping, and `approx_error`: for integrated gradients
 |sum(attributions) - (example_score - baseline_score)|, for sampled Shapley the sampling standard
-error of the attributions (root of the summed per-feature variances of the mean), both divided by
-|example_score - baseline_score| when that is not ~0. This definition is mlemu's: the AI Platform
+error of the attributions (root of the summed per-feature variances of the mean; left out with
+numPaths 1, where one sample cannot estimate it), both divided by |example_score - baseline_score|
+when that is not ~0. This definition is mlemu's: the AI Platform
 docs describe the field but not its formula.
 """
 
@@ -101,7 +102,8 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
                                         item.x, base, method.count, rng)
                 for base in item.baselines]
         attributions = np.mean([a for a, _ in runs], axis=0)
-        error = float(np.sqrt(np.sum([se ** 2 for _, se in runs])) / len(runs))
+        spreads = [se for _, se in runs if se is not None]
+        error = float(np.sqrt(np.sum(np.square(spreads))) / len(runs)) if spreads else None
     else:
         if item.x.dtype.kind not in "f":
             raise InvalidArgument("Integrated gradients needs numeric inputs; explain inputs of "
@@ -109,16 +111,16 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
         attributions = np.mean([gradients.integrated_gradients(
             item.gradient(label), item.x, base, method.count) for base in item.baselines], axis=0)
         error = abs(float(np.sum(attributions)) - delta)
-    if abs(delta) > TINY_DELTA:
+    if error is not None and abs(delta) > TINY_DELTA:
         error /= abs(delta)
-    entry: dict[str, Any] = {
-        "approx_error": error,
+    entry: dict[str, Any] = {} if error is None else {"approx_error": error}
+    entry.update({
         "attributions": layout.split(np.asarray(attributions, np.float64), item.shapes),
         "baseline_score": baseline_score,
         "example_score": example_score,
         "label_index": label,
         "output_name": meta.output.name,
-    }
+    })
     names = meta.output.index_name_mapping
     if 0 <= label < len(names):
         entry["label_name"] = names[label]

@@ -53,6 +53,10 @@ class Layout:
         out = []
         for feature in self.features:
             value = self._value(instance, feature)
+            if isinstance(value, dict) and set(value) != {"b64"}:  # {"b64": ...}: one binary value
+                raise InvalidArgument(
+                    f"The instances are objects: each input of {FILE} must name its key with "
+                    f"input_tensor_name (input {feature.name!r} does not).")
             array = np.asarray(value)
             if array.dtype.kind in "iufb":
                 array = array.astype(np.float64)

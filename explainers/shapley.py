@@ -25,8 +25,8 @@ Scorer = Callable[[np.ndarray], np.ndarray]
 
 
 def sampled_shapley(score: Scorer, x: np.ndarray, baseline: np.ndarray, num_paths: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(attributions, per-feature standard errors) of `x` against `baseline`.
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """(attributions, per-feature standard errors or None) of `x` against `baseline`.
 
     `score` maps a batch of feature vectors (rows) to one score per row.
     """
@@ -45,9 +45,10 @@ def sampled_shapley(score: Scorer, x: np.ndarray, baseline: np.ndarray, num_path
     return contributions.mean(axis=0), standard_error(contributions)
 
 
-def standard_error(contributions: np.ndarray) -> np.ndarray:
-    """Standard error of each feature's mean contribution (0 with a single path)."""
+def standard_error(contributions: np.ndarray) -> np.ndarray | None:
+    """Standard error of each feature's mean contribution; None with a single path (one sample
+    says nothing about the spread)."""
     paths = contributions.shape[0]
     if paths < 2:
-        return np.zeros(contributions.shape[1])
+        return None
     return np.asarray(contributions.std(axis=0, ddof=1) / np.sqrt(paths))

@@ -155,6 +155,15 @@ def test_same_seed_same_attributions_other_seed_other_sample(tmp_path: Path) -> 
     assert one(other)["attributions"] != one(first)["attributions"]
 
 
+def test_one_path_reports_no_error_estimate(tmp_path: Path) -> None:
+    predictor = SklearnPredictor(sklearn_interactions(tmp_path))
+    got = one(explainers.explain(predictor, {"sampledShapleyAttribution": {"numPaths": 1}},
+                                 str(write_metadata(tmp_path / "m")), [X], {}))
+    assert "approx_error" not in got
+    assert sum(got["attributions"]["data"]) == pytest.approx(
+        got["example_score"] - got["baseline_score"])
+
+
 def xgboost_regressor(depth: int) -> Any:
     import xgboost as xgb
 
@@ -225,6 +234,8 @@ def test_errors_of_an_explain_call(tmp_path: Path) -> None:
         explainers.explain(predictor, {"integratedGradientsAttribution": {}}, model_dir, [X], {})
     with pytest.raises(FailedPrecondition, match="does not fit the instance's shape"):
         explainers.explain(predictor, SHAPLEY, model_dir, [[1.0, 2.0]], {})
+    with pytest.raises(InvalidArgument, match="must name its key with input_tensor_name"):
+        explainers.explain(predictor, SHAPLEY, model_dir, [{"data": X}], {})
     named = write_metadata(tmp_path / "named", {"x": {"input_tensor_name": "x"},
                                                 "y": {"input_tensor_name": "y"}})
     with pytest.raises(InvalidArgument, match="must be an object with the key 'x'"):
