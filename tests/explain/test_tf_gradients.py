@@ -17,6 +17,7 @@ from errors import InvalidArgument
 from predictors.tensorflow import TensorFlowPredictor
 from tests import tfmodels
 
+pytestmark = pytest.mark.slow
 IG = {"integratedGradientsAttribution": {"numIntegralSteps": 8}}
 
 
