@@ -26,7 +26,6 @@ from typing import Any
 
 import yaml
 
-import explainers
 import predictors
 from errors import ApiError
 from registry import artifacts, names
@@ -153,8 +152,12 @@ def _apply_model(store: Store, project: str, model_id: str, mbody: dict[str, Any
         if not vbody.get("deploymentUri"):
             raise BootstrapError(f"{vwhere}: deploymentUri is required.")
         if vbody.get("explanationConfig") is not None:
+            # Imported here: gunicorn's master imports this module before it makes BLAS single-
+            # threaded, and explainers imports numpy (deploy/gunicorn.conf.py).
+            from explainers import config as explanation_config
+
             try:
-                explainers.parse_config(vbody["explanationConfig"], "explanationConfig")
+                explanation_config.parse(vbody["explanationConfig"], "explanationConfig")
             except ApiError as exc:
                 raise BootstrapError(f"{vwhere}: {exc.message}") from None
         vname = names.version_name(project, model_id, str(version_id))
