@@ -25,6 +25,7 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
 try:
     import click
 
+    from cli_client import explain as explain_cli
     from cli_client import models as models_cli
     from cli_client import versions as versions_cli
     from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
@@ -122,6 +123,7 @@ def main() -> None:
 
 main.add_command(models_cli)  # `models create|list`, talking to a running server
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
+main.add_command(explain_cli)  # `explain --model M [--version V] --json-instances F`
 
 
 def _click_type(kind: Kind) -> click.ParamType:

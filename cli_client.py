@@ -4,9 +4,12 @@
   python app.py models list
   python app.py versions create VERSION --model M --origin DIR [--framework F]
       [--prediction-class module.Class] [--package-uris a.tar.gz,b.whl] [--async]
+      [--explanation-method integrated-gradients|sampled-shapley|xrai]
+      [--num-integral-steps N] [--num-paths N]
   python app.py versions list --model M
   python app.py versions set-default VERSION --model M
   python app.py versions delete VERSION --model M [--async]
+  python app.py explain --model M [--version V] --json-instances FILE
 
 Every verb takes --url (default http://127.0.0.1:8080), --project (default $MLEMU_PROJECT,
 else the server's default project, which `GET /healthz` names; `make serve` uses "demo") and
@@ -28,6 +31,14 @@ import click
 from settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+#: gcloud beta's --explanation-method values -> ExplanationConfig field and its count field.
+EXPLANATION_METHODS = {
+    "integrated-gradients": ("integratedGradientsAttribution", "numIntegralSteps"),
+    "sampled-shapley": ("sampledShapleyAttribution", "numPaths"),
+    "xrai": ("xraiAttribution", "numIntegralSteps"),
+}
+#: gcloud's limit on instances per online request (`ai-platform predict|explain`).
+MAX_INSTANCES = 100
 WAIT_TIMEOUT_S = 600.0
 
 
@@ -181,13 +192,24 @@ def versions() -> None:
 @click.option("--prediction-class", default=None, help="module.Class of a custom predictor.")
 @click.option("--package-uris", default=None, help="Comma-separated packages.")
 @click.option("--description", default=None)
+@click.option("--explanation-method", type=click.Choice(sorted(EXPLANATION_METHODS)),
+              help="Feature attribution method for :explain (as gcloud beta).")
+@click.option("--num-integral-steps", type=int, default=50, show_default=True,
+              help="Steps for integrated-gradients and xrai.")
+@click.option("--num-paths", type=int, default=50, show_default=True,
+              help="Paths for sampled-shapley.")
 @click.option("--async", "no_wait", is_flag=True, help="Return without waiting for the operation.")
 @with_api
 def versions_create(api: Api, version: str, model: str, origin: str, framework: str | None,
                     prediction_class: str | None, package_uris: str | None,
-                    description: str | None, no_wait: bool) -> None:
+                    description: str | None, explanation_method: str | None,
+                    num_integral_steps: int, num_paths: int, no_wait: bool) -> None:
     """Create a version from a model directory (waits for READY)."""
     body: dict[str, Any] = {"name": version, "deploymentUri": _local(origin)}
+    if explanation_method:
+        field, count_field = EXPLANATION_METHODS[explanation_method]
+        count = num_paths if count_field == "numPaths" else num_integral_steps
+        body["explanationConfig"] = {field: {count_field: count}}
     if framework:
         body["framework"] = framework.upper()
     if prediction_class:
@@ -238,3 +260,41 @@ def versions_delete(api: Api, version: str, model: str, no_wait: bool) -> None:
         return
     api.wait(op)
     click.echo(f"Deleted version [{version}] of model [{model}].")
+
+
+def read_json_instances(data: str) -> list[Any]:
+    """Newline-delimited JSON instances, with gcloud's checks and wording."""
+    import json
+
+    lines = data.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    if not lines:
+        raise click.ClickException("No valid instance was found.")
+    instances = []
+    for line in lines:
+        if not line.strip():
+            raise click.ClickException("Empty line is not allowed in the instances file.")
+        try:
+            instances.append(json.loads(line))
+        except ValueError:
+            raise click.ClickException("Input instances are not in JSON format.") from None
+    if len(instances) > MAX_INSTANCES:
+        raise click.ClickException(f"You can only explain no more than {MAX_INSTANCES} "
+                                   "instances per request.")
+    return instances
+
+
+@click.command("explain")
+@click.option("--model", required=True)
+@click.option("--version", default=None, help="Version (default: the model's default version).")
+@click.option("--json-instances", required=True, type=click.File("r"),
+              help="Newline-delimited JSON instances ('-' for stdin).")
+@with_api
+def explain(api: Api, model: str, version: str | None, json_instances: Any) -> None:
+    """Feature attributions from a running mlemu (like `gcloud beta ai-platform explain`)."""
+    import json
+
+    name = api.model(model) + (f"/versions/{version}" if version else "")
+    answer = api.call("POST", f"{name}:explain", {"instances": read_json_instances(json_instances.read())})
+    click.echo(json.dumps(answer, indent=2, sort_keys=True))

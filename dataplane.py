@@ -1,4 +1,5 @@
-"""Prediction use cases: authorize -> resolve the serving version -> predictor -> predictions.
+"""Prediction and explanation use cases: authorize -> resolve the serving version -> predictor ->
+predictions (or feature attributions, explainers/).
 
 Every serving protocol ends here, so permissions, version resolution and errors behave the same
 whichever wire format a request came in on.
@@ -7,13 +8,14 @@ whichever wire format a request came in on.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import auth
-from errors import InvalidArgument
+import explainers
+from errors import FailedPrecondition, InvalidArgument
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from predictors.base import Predictor
-from registry import lookup
+from registry import artifacts, lookup
 from registry.resources import Version, now_rfc3339
 
 if TYPE_CHECKING:
@@ -64,6 +66,24 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
         predictions = predictor.predict(instances, **req.parameters)
     _touch(emu, version)
     return PredictResponse(predictions=predictions, version_name=version.name)
+
+
+def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> list[Any]:
+    """`:explain`: one `{"attributions_by_label": [...]}` per instance (explainers/)."""
+    version, predictor = resolve(emu, caller, ref, predict_permission(ref))
+    if not version.explanation_config:
+        raise FailedPrecondition(
+            f"Version {version.name.rsplit('/', 1)[-1]} was not created with an explanationConfig; "
+            "create a version with one to get explanations.")
+    check_parameters(predictor, req.parameters)
+    instances = req.instances
+    if isinstance(instances, NumericInstances):
+        instances = instances.rows()
+    model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
+    explanations = explainers.explain(predictor, version.explanation_config, model_dir,
+                                      instances, req.parameters)
+    _touch(emu, version)
+    return explanations
 
 
 def _touch(emu: Emulator, version: Version) -> None:

@@ -5,7 +5,8 @@ and how a cancelled operation puts its resource back.
 
 versions.create resolves deploymentUri and packageUris (local paths, file:// URIs, or gs:// URIs
 downloaded into the state directory's cache), checks the model file against the framework, loads
-the model once through this process's deployments (so it is warm here) and ends READY, or FAILED
+the model once through this process's deployments (so it is warm here), checks an explanationConfig
+against the loaded framework and its explanation_metadata.json (explainers/), and ends READY, or FAILED
 with the load error (a missing bucket or object included) as errorMessage. The first version to
 become READY becomes the model's default, as the versions.create reference says.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
+import explainers
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
 from errors import Aborted, ApiError, FailedPrecondition, from_code
-from registry import names, tasks
+from registry import artifacts, names, tasks
 from registry.resources import Version, new_etag
 
 if TYPE_CHECKING:
@@ -53,6 +55,9 @@ def create_version_work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     # Resolving (downloading gs:// artifacts), the model-file check and loading all happen in
     # deployments, once, and the predictor stays warm in this process.
     predictor = emu.deployments.get(version)
+    if version.explanation_config:
+        model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
+        explainers.check_deployable(version.explanation_config, predictor, model_dir)
     return {"framework": version.framework or predictor.framework}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
+import explainers
 import predictors
 from controlplane import common, listing, operation_work, operations
 from controlplane.common import (
@@ -67,6 +68,19 @@ def _check_spec(body: dict[str, Any]) -> None:
     labels = body.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise field_error(InvalidArgument, "version.labels", "labels must map strings to strings.")
+    if body.get("explanationConfig") is not None:
+        _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")))
+
+
+def _check_explanation(config: Any, framework: str, custom: bool) -> None:
+    """One method, counts in range, and (when the framework is declared) a method it can run;
+    an undeclared framework is checked once the model is loaded (operation_work.py)."""
+    try:
+        method = explainers.parse_config(config)
+        if custom or framework not in ("", "FRAMEWORK_UNSPECIFIED"):
+            explainers.check_framework(method, "" if custom else framework)
+    except InvalidArgument as exc:
+        raise field_error(InvalidArgument, "version.explanation_config", exc.message) from None
 
 
 def create_version(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:

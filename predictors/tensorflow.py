@@ -25,6 +25,7 @@ import numpy as np
 from errors import ModelLoadError, PredictionFailed
 from predictors import TENSORFLOW, find_model_file, json_tensor, register
 from predictors.base import Predictor, Signature, TensorSpec
+from predictors.tf_gradients import GradientGraphs
 
 SERVE_TAG = "serve"
 DEFAULT_SIGNATURE = "serving_default"
@@ -96,6 +97,7 @@ class TensorFlowPredictor(Predictor):
         self._session = session
         self._run_errors = (tf.errors.OpError, ValueError, TypeError)
         self.model_dir = model_dir
+        self._gradient_graphs = GradientGraphs(tf, model_dir, SERVE_TAG)  # built when explained
         self._defs = dict(meta_graph.signature_def)
         self.signatures: dict[str, SignatureInfo] = {
             name: SignatureInfo(
@@ -283,5 +285,15 @@ class TensorFlowPredictor(Predictor):
                                    f"got {list(out.shape)}")
         return json_tensor.json_value(out.reshape(-1), "outputs")  # type: ignore[no-any-return]
 
+    def gradients(self, instances: list[Any], output: str, label: int, inputs: Sequence[str],
+                  signature_name: str | None = None) -> dict[str, np.ndarray]:
+        """d output[label] / d input, per instance, for each input alias (AI Explanations)."""
+        sig = self.select(signature_name)
+        columns = json_tensor.rows_to_columns(
+            instances, {name: info.dtype for name, info in sig.inputs.items()})
+        graph = self._gradient_graphs.get(sig.name, output, tuple(inputs))
+        return self._gradient_graphs.run(graph, columns, label, self._run_errors)
+
     def close(self) -> None:
+        self._gradient_graphs.close()
         self._session.close()

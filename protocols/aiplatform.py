@@ -1,8 +1,11 @@
-"""AI Platform Prediction online prediction (ml.googleapis.com/v1 `projects.predict`).
+"""AI Platform Prediction online prediction (ml.googleapis.com/v1 `projects.predict` and
+`projects.explain`).
 
 Routes:
   POST /v1/projects/{project}/models/{model}:predict                     (default version)
   POST /v1/projects/{project}/models/{model}/versions/{version}:predict
+  POST the same two paths with `:explain`: the same body, answered with `{"explanations": [...]}`
+  (feature attributions, explainers/); Flask only, the fast path serves `:predict`.
 
 Body `{"instances": [...], ...}`; every other top-level key is passed to a custom predictor as a
 keyword argument (built-in frameworks refuse unknown keys). Success is `{"predictions": [...]}`.
@@ -106,14 +109,27 @@ def _predict(ref: ModelRef) -> Response:
                                 pretty_default=False)
 
 
-@bp.post("/v1/projects/<project>/models/<model>:predict")
-def predict_model(project: str, model: str) -> Response:
-    return _predict(ModelRef(project, model))
+def _explain(ref: ModelRef) -> Response:
+    emu = current_app.extensions["mlemu"]
+    caller = request_caller()
+    check_standard_params()
+    req = decode_ml_predict_body(read_body(emu.settings.max_request_bytes))
+    return google_json_response({"explanations": dataplane.explain(emu, caller, ref, req)})
 
 
-@bp.post("/v1/projects/<project>/models/<model>/versions/<version>:predict")
-def predict_version(project: str, model: str, version: str) -> Response:
-    return _predict(ModelRef(project, model, version))
+def _route(verb: str, view: Callable[[ModelRef], Response]) -> None:
+    """POST `:verb` on a model (its default version) and on a version, both served by `view`."""
+    def on_name(project: str, model: str, version: str | None = None) -> Response:
+        return view(ModelRef(project, model, version))
+
+    bp.add_url_rule(f"/v1/projects/<project>/models/<model>:{verb}", f"{verb}_model", on_name,
+                    methods=["POST"])
+    bp.add_url_rule(f"/v1/projects/<project>/models/<model>/versions/<version>:{verb}",
+                    f"{verb}_version", on_name, methods=["POST"])
+
+
+_route("predict", _predict)
+_route("explain", _explain)
 
 
 def render_ml_predict_error(exc: ApiError) -> Response:

@@ -2,10 +2,10 @@
 
 Applying is idempotent and runs in one transaction, so every gunicorn worker may apply the same
 file at start: the first creates what is missing, the rest find it there. A version whose spec
-(deploymentUri, framework, predictionClass, packageUris) changed in the file is replaced; models
-and versions that are not in the file (created through the API) are left alone. Relative paths
-are relative to the file; gs:// URIs are checked by warm-up, which downloads them. The format is
-documented in the README ("Bootstrap file").
+(deploymentUri, framework, predictionClass, packageUris, explanationConfig) changed in the file is
+replaced; models and versions that are not in the file (created through the API) are left alone.
+Relative paths are relative to the file; gs:// URIs are checked by warm-up, which downloads them.
+The format is documented in the README ("Bootstrap file").
 
     projects:
       my-project:
@@ -33,11 +33,12 @@ from registry.resources import Model, Version, new_etag, now_rfc3339
 from registry.store import Store
 
 #: Version keys that decide what is served; a change replaces the version.
-SPEC_KEYS = ("deployment_uri", "framework", "prediction_class", "package_uris")
+SPEC_KEYS = ("deployment_uri", "framework", "prediction_class", "package_uris", "explanation_config")
 MODEL_KEYS = {"description", "labels", "regions", "defaultVersion", "versions", "serving",
               "onlinePredictionLogging", "onlinePredictionConsoleLogging"}
 VERSION_KEYS = {"deploymentUri", "framework", "predictionClass", "packageUris", "description",
-                "labels", "runtimeVersion", "pythonVersion", "machineType", "default", "serving"}
+                "labels", "runtimeVersion", "pythonVersion", "machineType", "explanationConfig",
+                "default", "serving"}
 
 
 class BootstrapError(ValueError):
@@ -150,6 +151,15 @@ def _apply_model(store: Store, project: str, model_id: str, mbody: dict[str, Any
             raise BootstrapError(f"{vwhere}: {exc.message}") from None
         if not vbody.get("deploymentUri"):
             raise BootstrapError(f"{vwhere}: deploymentUri is required.")
+        if vbody.get("explanationConfig") is not None:
+            # Imported here: gunicorn's master imports this module before it makes BLAS single-
+            # threaded, and explainers imports numpy (deploy/gunicorn.conf.py).
+            from explainers import config as explanation_config
+
+            try:
+                explanation_config.parse(vbody["explanationConfig"], "explanationConfig")
+            except ApiError as exc:
+                raise BootstrapError(f"{vwhere}: {exc.message}") from None
         vname = names.version_name(project, model_id, str(version_id))
         wanted = _version_from(vname, vbody, base)
         existing = store.get_version(vname)

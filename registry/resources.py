@@ -134,6 +134,7 @@ class Version:
     machine_type: str = ""
     description: str = ""
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    explanation_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     state: str = "CREATING"
     error_message: str = ""
     create_time: str = ""
@@ -147,7 +148,7 @@ class Version:
 
     API_FIELDS = ("deployment_uri", "framework", "prediction_class", "package_uris",
                   "runtime_version", "python_version", "machine_type", "description", "labels",
-                  "state", "error_message", "create_time", "last_use_time")
+                  "explanation_config", "state", "error_message", "create_time", "last_use_time")
     #: Output-only fields a client may not set on create.
     OUTPUT_ONLY = ("state", "error_message", "create_time", "last_use_time")
 

@@ -56,6 +56,9 @@ ROUTES: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     # AI Platform online prediction
     ("POST", f"{M}:predict", {"json": {"instances": ROW}}, "ml.models.predict", "model"),
     ("POST", f"{M}/versions/v1:predict", {"json": {"instances": ROW}}, "ml.versions.predict", "model"),
+    # AI Explanations (v1 has no explanationConfig: an allowed caller gets FAILED_PRECONDITION)
+    ("POST", f"{M}:explain", {"json": {"instances": ROW}}, "ml.models.predict", "model"),
+    ("POST", f"{M}/versions/v1:explain", {"json": {"instances": ROW}}, "ml.versions.predict", "model"),
     # TensorFlow Serving REST
     ("GET", "/v1/models/m", {}, "ml.models.get", "model"),
     ("GET", "/v1/models/m/versions/1", {}, "ml.versions.get", "model"),
@@ -161,14 +164,14 @@ def test_health_probes_are_open_and_everything_else_needs_credentials(client: An
         response = call(client, method, path, kwargs, None)
         assert response.status_code == 401, (method, path, response.get_data(as_text=True))
         assert response.headers["WWW-Authenticate"].startswith('Bearer realm="https://accounts')
-    explain = ("POST", f"{M}:explain", {"json": {"instances": ROW}})  # unimplemented: 501
-    assert call(client, *explain, None).status_code == 401
-    assert call(client, *explain, token("roles/viewer", "project")).status_code == 501
+    jobs = ("GET", "/v1/projects/p/jobs", {})  # unimplemented: 501
+    assert call(client, *jobs, None).status_code == 401
+    assert call(client, *jobs, token("roles/viewer", "project")).status_code == 501
 
 
 def test_bad_credentials_are_401_on_every_route_even_unknown_ones(client: Any) -> None:
     for method, path, kwargs, _, _ in [*ROUTES, ("GET", "/v1/projects/p/nothing/here", {}, None, ""),
-                                       ("POST", f"{M}:explain", {"json": {}}, None, "")]:
+                                       ("GET", "/v1/projects/p/jobs", {}, None, "")]:
         response = call(client, method, path, kwargs, "not-a-known-token")
         assert response.status_code == 401, (method, path)
         assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]

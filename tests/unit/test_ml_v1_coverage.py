@@ -29,7 +29,8 @@ def test_unimplemented_methods_answer_501_and_implemented_ones_do_not(make_app: 
     rows = coverage(client.application)
     assert len(rows) == len({r.method.id for r in rows}) > 40
     implemented = {r.method.id for r in rows if r.implemented}
-    assert {"ml.projects.predict", "ml.projects.getConfig", "ml.projects.models.create",
+    assert {"ml.projects.predict", "ml.projects.explain", "ml.projects.getConfig",
+            "ml.projects.models.create",
             "ml.projects.models.versions.setDefault", "ml.projects.operations.cancel"} <= implemented
     for row in rows:
         for path in NAME_PATHS.get(row.method.id, [row.method.flat_path]):

@@ -81,6 +81,8 @@ def test_bootstrap_replaces_changed_versions_and_marks_failures(tmp_path):
     ({"m": {"versions": {"v1": {"deploymentUri": "a", "colour": 1}}}}, "unknown key(s) colour"),
     ({"m": {"defaultVersion": "v9", "versions": {"v1": {"deploymentUri": "a"}}}}, "not one of"),
     ({"bad-name": {}}, "must start with a letter"),
+    ({"m": {"versions": {"v1": {"deploymentUri": "a", "explanationConfig": {
+        "sampledShapleyAttribution": {"numPaths": 99}}}}}}, "numPaths must be an integer from 1 to 50"),
 ])
 def test_bootstrap_errors_name_the_entry(tmp_path, body, fragment):
     config = modelkit.bootstrap_file(tmp_path / "b.yaml", body)

@@ -1,0 +1,143 @@
+"""AI Explanations: feature attributions for a version's predictions (ml v1 `projects.explain`).
+
+A version created with an `explanationConfig` (config.py) and an `explanation_metadata.json` in
+its model directory (metadata.py) is explained per instance with its method: sampled Shapley over
+the predictor's own batch predict (shapley.py; every framework, custom code included) or
+integrated gradients over a TensorFlow model's gradients (gradients.py). XRAI is accepted on
+versions (the config is stored and validated) but answers UNIMPLEMENTED when asked to explain.
+
+The response keeps the service's shape (gcloud's `ai-platform explain` tests and the Explainable AI
+SDK's `attributions_by_label` parsing, GoogleCloudPlatform/explainable_ai_sdk
+explainable_ai_sdk/common/attribution.py): per instance one entry for the explained label with
+`attributions` keyed by the metadata's feature names, `example_score`, `baseline_score` (averaged
+over baselines), `label_index` (-1 for a scalar output), `output_name`, `label_name` when the
+output has an index_name_mapping, and `approx_error`: for integrated gradients
+|sum(attributions) - (example_score - baseline_score)|, for sampled Shapley the sampling standard
+error of the attributions (root of the summed per-feature variances of the mean; left out with
+numPaths 1, where one sample cannot estimate it), both divided by |example_score - baseline_score|
+when that is not ~0. This definition is mlemu's: the AI Platform
+docs describe the field but not its formula.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from errors import InvalidArgument, Unimplemented
+from explainers import config, features, gradients, metadata, shapley
+from explainers.config import Method
+from predictors.base import Predictor
+
+__all__ = ["Method", "check_deployable", "check_framework", "explain", "parse_config"]
+
+check_framework = config.check_framework
+
+#: Below this |example_score - baseline_score| the approximation error stays absolute.
+TINY_DELTA = 1e-9
+
+
+def parse_config(body: Any, where: str = "version.explanation_config") -> Method:
+    return config.parse(body, where)
+
+
+def check_deployable(explanation_config: Any, predictor: Predictor, model_dir: str) -> None:
+    """What versions.create checks once the model is loaded: the method suits the framework,
+    the metadata file is there and fits the model's inputs and outputs."""
+    method = config.parse(explanation_config)
+    config.check_framework(method, predictor.framework)
+    features.layout(metadata.load(model_dir), predictor)
+
+
+def _scores(predictions: Any, layout: features.Layout, label: int) -> np.ndarray:
+    return np.array([layout.score(p, label) for p in predictions], dtype=np.float64)
+
+
+class _Instance:
+    """One instance being explained: its features, baselines and model calls."""
+
+    def __init__(self, predictor: Predictor, layout: features.Layout, instance: Any,
+                 parameters: dict[str, Any]) -> None:
+        self.predictor, self.layout, self.instance = predictor, layout, instance
+        self.parameters = parameters
+        arrays = layout.arrays(instance)
+        self.shapes = [a.shape for a in arrays]
+        self.x = layout.flat(arrays)
+        self.baselines = layout.baselines(arrays)
+
+    def predict(self, vectors: np.ndarray) -> list[Any]:
+        rows = self.layout.assemble(self.instance, self.shapes, vectors)
+        return list(self.predictor.predict(rows, **self.parameters))
+
+    def gradient(self, label: int) -> gradients.Gradient:
+        aliases = [f.key or "" for f in self.layout.features]
+
+        def gradient(points: np.ndarray) -> np.ndarray:
+            rows = self.layout.assemble(self.instance, self.shapes, points)
+            grads = self.predictor.gradients(  # type: ignore[attr-defined]
+                rows, self.layout.output_alias, label, aliases,
+                self.parameters.get("signature_name"))
+            return np.concatenate([np.asarray(grads[a], np.float64).reshape(len(points), -1)
+                                   for a in aliases], axis=1)
+
+        return gradient
+
+
+def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
+                 rng: np.random.Generator) -> dict[str, Any]:
+    layout = item.layout
+    first = item.predict(np.stack([item.x, *item.baselines]))
+    label = layout.label(first[0])
+    example_score = layout.score(first[0], label)
+    baseline_score = float(np.mean(_scores(first[1:], layout, label)))
+    delta = example_score - baseline_score
+    if method.name == config.SAMPLED_SHAPLEY:
+        rows = method.count * (item.x.size + 1) * len(item.baselines)
+        if rows > shapley.MAX_ROWS:
+            raise InvalidArgument(f"Sampled Shapley would need {rows} model evaluations per "
+                                  f"instance (numPaths x (features + 1)); mlemu allows "
+                                  f"{shapley.MAX_ROWS}. Use fewer paths or features.")
+        runs = [shapley.sampled_shapley(lambda v: _scores(item.predict(v), layout, label),
+                                        item.x, base, method.count, rng)
+                for base in item.baselines]
+        attributions = np.mean([a for a, _ in runs], axis=0)
+        spreads = [se for _, se in runs if se is not None]
+        error = float(np.sqrt(np.sum(np.square(spreads))) / len(runs)) if spreads else None
+    else:
+        if item.x.dtype.kind not in "f":
+            raise InvalidArgument("Integrated gradients needs numeric inputs; explain inputs of "
+                                  "other types with sampledShapleyAttribution.")
+        attributions = np.mean([gradients.integrated_gradients(
+            item.gradient(label), item.x, base, method.count) for base in item.baselines], axis=0)
+        error = abs(float(np.sum(attributions)) - delta)
+    if error is not None and abs(delta) > TINY_DELTA:
+        error /= abs(delta)
+    entry: dict[str, Any] = {} if error is None else {"approx_error": error}
+    entry.update({
+        "attributions": layout.split(np.asarray(attributions, np.float64), item.shapes),
+        "baseline_score": baseline_score,
+        "example_score": example_score,
+        "label_index": label,
+        "output_name": meta.output.name,
+    })
+    names = meta.output.index_name_mapping
+    if 0 <= label < len(names):
+        entry["label_name"] = names[label]
+    return entry
+
+
+def explain(predictor: Predictor, explanation_config: Any, model_dir: str, instances: list[Any],
+            parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED) -> list[dict[str, Any]]:
+    """One `{"attributions_by_label": [...]}` per instance."""
+    method = config.parse(explanation_config)
+    if method.name == config.XRAI:
+        raise Unimplemented("xraiAttribution is not implemented by mlemu; create the version with "
+                            "integratedGradientsAttribution to explain image models.")
+    config.check_framework(method, predictor.framework)
+    meta = metadata.load(model_dir)
+    layout = features.layout(meta, predictor, parameters.get("signature_name"))
+    rng = np.random.default_rng(seed)
+    return [{"attributions_by_label": [
+        _explain_one(_Instance(predictor, layout, instance, parameters), method, meta, rng)]}
+        for instance in instances]
