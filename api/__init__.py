@@ -12,16 +12,12 @@ import logging
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from errors import ApiError, Code, Internal, from_code
+from errors import ApiError, Internal
 from web.google import google_error_response
+from web.handlers import render_http_exception
 from web.http import error_json, request_caller
 
 log = logging.getLogger("mlemu")
-
-_HTTP_TO_CODE = {400: Code.INVALID_ARGUMENT, 401: Code.UNAUTHENTICATED, 403: Code.PERMISSION_DENIED,
-                 404: Code.NOT_FOUND, 405: Code.INVALID_ARGUMENT, 409: Code.ABORTED,
-                 413: Code.INVALID_ARGUMENT, 415: Code.INVALID_ARGUMENT, 501: Code.UNIMPLEMENTED}
-
 
 def _google_path() -> bool:
     return request.path.startswith("/v1/projects")
@@ -55,21 +51,7 @@ def register_authentication(app: Flask) -> None:
 def register_fallbacks(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> Response:
-        status = exc.code or 500
-        if status == 404:
-            message = f"The requested URL {request.path} was not found on this server."
-        elif status == 405:
-            allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
-            message = f"Method {request.method} is not allowed for {request.path}."
-            if allowed:
-                message += f" Allowed: {allowed}."
-        else:
-            message = exc.description or exc.name
-        response = _render(from_code(_HTTP_TO_CODE.get(status, Code.UNKNOWN), message, status))
-        allow = getattr(exc, "valid_methods", None)
-        if status == 405 and allow:
-            response.headers["Allow"] = ", ".join(allow)
-        return response
+        return render_http_exception(_render, exc)
 
     @app.errorhandler(ApiError)
     def _api(exc: ApiError) -> Response:
