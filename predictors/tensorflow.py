@@ -1,12 +1,19 @@
 """TENSORFLOW: SavedModels (tag `serve`) run by SignatureDef in a graph session, as TF Serving does.
 
 The model is loaded with the TF1 loader (tf.compat.v1.saved_model.loader) into its own tf.Graph
-and Session, and a signature runs as `session.run(outputs, {inputs})`. That is TF Serving's own
-way (SavedModelBundle + Session::Run), and it serves every kind of SavedModel a user brings: TF2
-exports (tf.saved_model.save, Keras `model.export`) and TF1-era builder/Estimator exports, whose
+and Session, and a signature runs as one C++ Session run of its input and output tensors. That is
+TF Serving's own way (SavedModelBundle + Session::Run, servables/tensorflow/predict_util.cc
+RunPredict), and it serves every kind of SavedModel a user brings: TF2 exports
+(tf.saved_model.save, Keras `model.export`) and TF1-era builder/Estimator exports, whose
 classify/regress signatures take serialized tf.Example strings; `tf.saved_model.load` cannot load
-some of the latter. Session.run is thread-safe and each call builds its own feeds, so one loaded
-model serves many threads.
+some of the latter.
+
+Runs go through session callables (CallableOptions of feed and fetch names), not `session.run`:
+Python's `run` refuses a value whose shape differs from the tensor's static shape ("Cannot feed
+value of shape (3,) for Tensor 'x:0', which has shape '(?, 1)'"), a check the C++ session TF
+Serving calls does not make, so TF Serving's own quick start (half_plus_two, x: [?, 1], fed
+[1.0, 2.0, 5.0]) works there and must work here. dtypes are still checked (by the session).
+Callables are made once per feed/fetch set and are thread-safe, so one model serves many threads.
 
 Signature choice (AI Platform `signature_name`, TF Serving `signature_name`): the requested one,
 else `serving_default`, else the only one; a miss names the signatures the model has.
@@ -17,6 +24,7 @@ TensorFlow is imported by `from_path` only, never by `import predictors`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,6 +103,8 @@ class TensorFlowPredictor(Predictor):
         self._tf = tf
         self._session = session
         self._run_errors = (tf.errors.OpError, ValueError, TypeError)
+        self._callables: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
+        self._callables_lock = threading.Lock()
         self.model_dir = model_dir
         self._defs = dict(meta_graph.signature_def)
         self.signatures: dict[str, SignatureInfo] = {
@@ -166,22 +176,32 @@ class TensorFlowPredictor(Predictor):
 
         return Signature(inputs=specs(sig.inputs), outputs=specs(sig.outputs))
 
-    def signature_def_map(self) -> dict[str, Any]:
-        """Every SignatureDef as TF Serving's metadata API prints it (proto JSON, field names)."""
-        from google.protobuf import json_format
-
-        return {name: json_format.MessageToDict(sig, preserving_proto_field_name=True,
-                                                always_print_fields_with_no_presence=True)
-                for name, sig in sorted(self._defs.items())}
-
     # -- running ----------------------------------------------------------------------------
 
+    def _callable(self, feeds: tuple[str, ...], fetches: tuple[str, ...]) -> Any:
+        key = (feeds, fetches)
+        found = self._callables.get(key)
+        if found is None:
+            from tensorflow.core.protobuf import config_pb2
+
+            with self._callables_lock:
+                found = self._callables.get(key)
+                if found is None:
+                    options = config_pb2.CallableOptions(feed=list(feeds), fetch=list(fetches))
+                    # Session's callable API (what Keras' TF1 backend ran on): the C++
+                    # RunCallable, without Python's static-shape check (see the module docstring).
+                    found = self._callables[key] = self._session._make_callable_from_options(options)
+        return found
+
     def _run(self, fetches: dict[str, str], feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        feed_names = tuple(feeds)
+        aliases = list(fetches)
         try:
-            result = self._session.run(fetches, feeds)
+            run = self._callable(feed_names, tuple(fetches[a] for a in aliases))
+            result = run(*(feeds[name] for name in feed_names))
         except self._run_errors as exc:
             raise PredictionFailed(_op_message(exc)) from None
-        return {alias: np.asarray(value) for alias, value in result.items()}
+        return {alias: np.asarray(value) for alias, value in zip(aliases, result, strict=True)}
 
     def predict_tensors(self, inputs: Mapping[str, np.ndarray], signature_name: str | None = None,
                         output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -208,7 +228,7 @@ class TensorFlowPredictor(Predictor):
                     array = array.astype(info.dtype)
                 except (ValueError, TypeError) as exc:
                     raise PredictionFailed(f"input {name}: cannot convert {array.dtype} to "
-                                           f"{json_tensor.type_name(info.dtype)}: {exc}") from None
+                                           f"{json_tensor.type_name(info.dtype_name)}: {exc}") from None
             feeds[info.tensor] = array
         return self._run({name: sig.outputs[name].tensor for name in names}, feeds)
 
@@ -216,7 +236,7 @@ class TensorFlowPredictor(Predictor):
         """AI Platform's TensorFlow prediction: instances in, one prediction per instance out."""
         sig = self.select(kwargs.get("signature_name"))
         columns = json_tensor.rows_to_columns(
-            instances, {name: info.dtype for name, info in sig.inputs.items()})
+            instances, {name: info.dtype_name for name, info in sig.inputs.items()})
         return json_tensor.columns_to_rows(self.predict_tensors(columns, sig.name))
 
     # -- classify / regress over tf.Example -------------------------------------------------
@@ -236,7 +256,11 @@ class TensorFlowPredictor(Predictor):
         return np.array([prefix + encode(e) for e in examples], dtype=object)
 
     def _example_signature(self, signature_name: str | None, method: str, kind: str) -> SignatureInfo:
-        sig = self.select(signature_name)
+        """servables/tensorflow/classifier.cc, regressor.cc: Get*SignatureDef, PreProcess*."""
+        name = signature_name or DEFAULT_SIGNATURE
+        sig = self.signatures.get(name)
+        if sig is None or name == INIT_OP_SIGNATURE:
+            raise PredictionFailed(f"No signature was found with the name: {name}")
         if sig.method_name != method:
             raise PredictionFailed(f"Expected {kind} signature method_name to be {method}. Was: "
                                    f"{sig.method_name}")
@@ -244,26 +268,45 @@ class TensorFlowPredictor(Predictor):
             raise PredictionFailed("Expected one input Tensor.")
         return sig
 
+    def _debug_string(self, name: str) -> str:
+        from google.protobuf import text_format
+
+        return str(text_format.MessageToString(self._defs[name]))
+
     def classify(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
                  context: Mapping[str, tuple[str, list[Any]]] | None = None,
                  signature_name: str | None = None) -> list[list[tuple[str, float]]]:
         """[(label, score), ...] per example, from a classify signature's classes and/or scores."""
         sig = self._example_signature(signature_name, CLASSIFY_METHOD, "classification")
+        if len(sig.outputs) not in (1, 2):
+            raise PredictionFailed(f"Expected one or two output Tensors, found {len(sig.outputs)}")
+        if "inputs" not in sig.inputs:
+            raise PredictionFailed(f"No classification inputs found in SignatureDef: "
+                                   f"{self._debug_string(sig.name)}")
         wanted = {k: v.tensor for k, v in sig.outputs.items() if k in ("classes", "scores")}
         if not wanted:
             raise PredictionFailed('Expected classification signature outputs to contain at least one '
-                                   'of "classes" or "scores".')
+                                   f'of "classes" or "scores". Signature was: '
+                                   f"{self._debug_string(sig.name)}")
         serialized = self._serialize(examples, context)
-        out = self._run(wanted, {next(iter(sig.inputs.values())).tensor: serialized})
+        out = self._run(wanted, {sig.inputs["inputs"].tensor: serialized})
         n = len(serialized)
         classes, scores = out.get("classes"), out.get("scores")
-        for name, tensor in out.items():
-            if tensor.ndim != 2 or tensor.shape[0] != n:
-                raise PredictionFailed(f"Expected Tensor shape: [batch_size num_classes] with batch "
-                                       f"size {n} for {name} but got {list(tensor.shape)}")
+        for name, tensor, dtype in (("classes", classes, "DT_STRING"), ("scores", scores, "DT_FLOAT")):
+            if tensor is None:
+                continue
+            if tensor.ndim != 2:
+                raise PredictionFailed("Expected Tensor shape: [batch_size num_classes] but got "
+                                       f"[{','.join(map(str, tensor.shape))}]")
+            if sig.outputs[name].dtype_name != dtype:
+                raise PredictionFailed(f"Expected {name} Tensor of {dtype}. Got: "
+                                       f"{sig.outputs[name].dtype_name}")
+            if tensor.shape[0] != n:
+                raise PredictionFailed(f"Expected {name} output batch size of {n}. Got: "
+                                       f"{tensor.shape[0]}")
         width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
         labels = json_tensor.json_value(classes, "classes") if classes is not None else None
-        values = json_tensor.json_value(scores, "scores") if scores is not None else None
+        values = scores.tolist() if scores is not None else None
         return [[(labels[i][c] if labels else "", values[i][c] if values else 0.0)
                  for c in range(width)] for i in range(n)]
 
@@ -274,14 +317,30 @@ class TensorFlowPredictor(Predictor):
         sig = self._example_signature(signature_name, REGRESS_METHOD, "regression")
         if len(sig.outputs) != 1:
             raise PredictionFailed("Expected one output Tensor.")
+        if "inputs" not in sig.inputs:
+            raise PredictionFailed(f"No regression inputs found in SignatureDef: "
+                                   f"{self._debug_string(sig.name)}")
+        if "outputs" not in sig.outputs:
+            raise PredictionFailed(f"No regression outputs found in SignatureDef: "
+                                   f"{self._debug_string(sig.name)}")
         serialized = self._serialize(examples, context)
-        out = next(iter(self._run({k: v.tensor for k, v in sig.outputs.items()},
-                                  {next(iter(sig.inputs.values())).tensor: serialized}).values()))
+        out = self._run({"outputs": sig.outputs["outputs"].tensor},
+                        {sig.inputs["inputs"].tensor: serialized})["outputs"]
         n = len(serialized)
-        if not (out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1)) or out.shape[0] != n:
-            raise PredictionFailed(f"Expected output Tensor shape to be either [{n}] or [{n}, 1] but "
-                                   f"got {list(out.shape)}")
-        return json_tensor.json_value(out.reshape(-1), "outputs")  # type: ignore[no-any-return]
+        if not (out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1)):
+            raise PredictionFailed("Expected output Tensor shape to be either [batch_size] or "
+                                   f"[batch_size, 1] but got [{','.join(map(str, out.shape))}]")
+        if out.shape[0] != n:
+            raise PredictionFailed(f"Input batch size did not match output batch size: {n} vs. "
+                                   f"{out.shape[0]}")
+        if sig.outputs["outputs"].dtype_name != "DT_FLOAT":
+            raise PredictionFailed("Expected output Tensor of DT_FLOAT.  Got: "
+                                   f"{sig.outputs['outputs'].dtype_name}")
+        return out.reshape(-1).tolist()  # type: ignore[no-any-return]
+
+    def signature_defs(self) -> dict[str, Any]:
+        """The SignatureDef protos by name (TF Serving's metadata prints them)."""
+        return dict(sorted(self._defs.items()))
 
     def close(self) -> None:
         self._session.close()
