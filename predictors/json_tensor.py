@@ -185,14 +185,14 @@ def to_array(value: Any, dtype_name: str, bools: bool = True) -> tuple[np.ndarra
         if fast is not None:
             return fast, fast.size
     shape = _shape_of(value)
+    if len(shape) >= MAX_RANK:  # before filling, which recurses once per level
+        raise PredictionFailed(f"JSON Value is a list nested {len(shape)} deep; a tensor has at most "
+                               f"{MAX_RANK - 1} dimensions here")
     flat: list[Any] = []
     _fill(value, 0, shape, dtype_name, flat)
     if dtype_name not in NUMPY_TYPES:  # only an empty tensor gets here: nothing was converted
         raise Unimplemented(f"Conversion of JSON Value: {debug_string(value)} to type: "
                             f"{type_name(dtype_name)}")
-    if len(shape) >= MAX_RANK:
-        raise PredictionFailed(f"JSON Value is a list nested {len(shape)} deep; a tensor has at most "
-                               f"{MAX_RANK - 1} dimensions here")
     arr: np.ndarray = np.empty(len(flat), dtype=NUMPY_TYPES[dtype_name])
     if dtype_name in ("DT_INT8", "DT_INT16", "DT_UINT8"):  # int_val holds int32; the cast wraps
         arr[:] = np.array(flat, dtype=np.int32).astype(arr.dtype)

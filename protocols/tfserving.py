@@ -22,11 +22,11 @@ import re
 from typing import Any
 
 import numpy as np
-from flask import Blueprint, Response, abort, current_app, request
+from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 import wirejson
-from errors import ApiError, InvalidArgument, PredictionFailed
+from errors import ApiError, Internal, InvalidArgument, NotFound, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
@@ -34,6 +34,7 @@ from protocols import tfserving_json as writer
 from protocols import tfserving_metadata
 from protocols import tfserving_versions as versions
 from protocols.tfserving_parse import loads_object
+from web.google import error_response
 from web.http import read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
@@ -86,8 +87,9 @@ def _bytes(body: bytes) -> Response:
 @bp.route("/v1/<path:rest>", methods=_METHODS)
 def other_v1(rest: str) -> Response:
     """A /v1/ path that no route claims: ml v1's 404 under /v1/projects, else TF Serving's 400."""
-    if rest == "projects" or rest.startswith("projects/") or rest.startswith("projects:"):
-        abort(404)
+    if rest == "projects" or rest.startswith(("projects/", "projects:")):
+        # ml v1's answer to an unknown route (api/__init__.py register_fallbacks words it so).
+        return error_response(NotFound(f"The requested URL {request.path} was not found on this server."))
     raise InvalidArgument(f"Malformed request: {request.method} /v1/{rest}")
 
 
