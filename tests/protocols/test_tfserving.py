@@ -201,7 +201,8 @@ def test_classify_with_context_and_regress(client: Any) -> None:
      "only one of 'inputs' or 'instances' keys to exist "),
     ("/v1/models/tf2:predict", {"signature_name": "half"}, "Missing 'inputs' or 'instances' key"),
     ("/v1/models/tf2:predict", {"instances": {"a": 1}},
-     'JSON Value: {\n    "instances": {\n        "a": 1\n    }\n} Expecting \'instances\' to be an list/array'),
+     'JSON Value: {\n    "instances": {\n        "a": 1\n    }\n} Expecting \'instances\' to be an '
+     "list/array"),
     ("/v1/models/tf2:predict", {"instances": []},
      'JSON Value: {\n    "instances": []\n} No values in \'instances\' array'),
     ("/v1/models/tf2:predict", {"instances": [[1.0, 2.0]]},

@@ -152,11 +152,11 @@ def test_named_outputs_of_several_types(client: Any) -> None:
     rows = {"signature_name": "mixed", "instances": [{"a": [1.0, 2.5], "n": 3, "s": "\u00e9t\u00e9"},
                                                      {"a": [0.5, 0.25], "n": -1, "s": ""}]}
     assert raw(client, "/v1/models/types:predict", json.dumps(rows)) == (200, (
-        '{\n    "predictions": [\n        {\n            "n2": 6,\n            "s_bytes": {\n'
-        '                "b64": "w6l0w6k="\n            },\n            "size": 5,\n'
-        '            "total": 6.5\n        },\n        {\n            "n2": -2,\n'
-        '            "s_bytes": {\n                "b64": ""\n            },\n            "size": 0,\n'
-        '            "total": -0.25\n        }\n    ]\n}').encode())
+        b'{\n    "predictions": [\n        {\n            "n2": 6,\n            "s_bytes": {\n'
+        b'                "b64": "w6l0w6k="\n            },\n            "size": 5,\n'
+        b'            "total": 6.5\n        },\n        {\n            "n2": -2,\n'
+        b'            "s_bytes": {\n                "b64": ""\n            },\n            "size": 0,\n'
+        b'            "total": -0.25\n        }\n    ]\n}'))
 
 
 # -- 3. parsing as rapidjson parses (iterative, NaN/Infinity, stop when done) -------------------
@@ -241,7 +241,8 @@ A, N, S = "[1.0, 2.0]", "1", '"x"'
     ("nope:predict", '{"instances": [1.0]}', 404, "Servable not found for request: Latest(nope)"),
     ("nope:predict", '{"instances": [1.0', 400,
      "JSON Parse error: Missing a comma or ']' after an array element. at offset: 18"),
-    ("two/versions/7:predict", '{"instances": [1.0]}', 404, "Servable not found for request: Specific(two, 7)"),
+    ("two/versions/7:predict", '{"instances": [1.0]}', 404,
+     "Servable not found for request: Specific(two, 7)"),
     ("hpt:regress", '{"examples": [{"x": 1.0}]}', 400,
      "Expected regression signature method_name to be tensorflow/serving/regress. Was: "
      "tensorflow/serving/predict"),
@@ -257,7 +258,8 @@ A, N, S = "[1.0, 2.0]", "1", '"x"'
      "Example must be JSON object but got JSON Array"),
     ("hpt:regress", '{"examples": [{"x": [1.0, "a"]}]}', 400,
      "Unexpected element type in feature: x expecting type: float"),
-    ("hpt:regress", '{"examples": [{"x": null}]}', 400, "Feature: x has element with unexpected JSON type: Null"),
+    ("hpt:regress", '{"examples": [{"x": null}]}', 400,
+     "Feature: x has element with unexpected JSON type: Null"),
     ("hpt:regress", '{"examples": [{"x": 18446744073709551615}]}', 400,
      "Feature: x has uint64_t element. Only int64_t is supported."),
 ])
@@ -294,7 +296,8 @@ def test_metadata_bytes(client: Any) -> None:
         '        "size": "-1",\n        "name": ""\n       }\n      ],\n      "unknown_rank": false\n'
         '     },\n     "name": "tf_example:0"\n    }\n   },\n')
     assert '   "method_name": "tensorflow/serving/classify",\n   "defaults": {}\n  },\n' in text
-    assert text.endswith('   "method_name": "tensorflow/serving/predict",\n   "defaults": {}\n  }\n }\n}\n}\n}\n')
+    assert text.endswith(
+        '   "method_name": "tensorflow/serving/predict",\n   "defaults": {}\n  }\n }\n}\n}\n}\n')
     assert json.loads(text)["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]["x"][
         "tensor_shape"]["dim"] == [{"size": "-1", "name": ""}, {"size": "1", "name": ""}]
 
@@ -305,9 +308,11 @@ def test_metadata_bytes(client: Any) -> None:
     ("GET", "/v1/anything/else", 400, pretty_error("Malformed request: GET /v1/anything/else")),
     ("POST", "/v1/models/hpt:explain", 400, pretty_error("Malformed request: POST /v1/models/hpt:explain")),
     ("DELETE", "/v1/models/hpt", 400, pretty_error("Malformed request: DELETE /v1/models/hpt")),
-    ("GET", "/v1/models/hpt/versions/x", 400, pretty_error("Malformed request: GET /v1/models/hpt/versions/x")),
+    ("GET", "/v1/models/hpt/versions/x", 400,
+     pretty_error("Malformed request: GET /v1/models/hpt/versions/x")),
 ])
-def test_paths_tf_serving_does_not_route(client: Any, method: str, path: str, status: int, body: bytes) -> None:
+def test_paths_tf_serving_does_not_route(client: Any, method: str, path: str, status: int,
+                                        body: bytes) -> None:
     response = client.open(path, method=method, data="{}")
     assert (response.status_code, response.data) == (status, body)
 
