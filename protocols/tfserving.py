@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from http import HTTPStatus
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,14 @@ def _body() -> dict[str, Any]:
 def _format_error(body: dict[str, Any], message: str) -> InvalidArgument:
     """json_tensor.cc FormatError: the whole request body quoted before the complaint."""
     return InvalidArgument(f"JSON Value: {debug_string(body)} {message}")
+
+
+def _status_line(code: int) -> str | int:
+    """`404 Not Found`, as TF Serving's libevent server words it (werkzeug would say NOT FOUND)."""
+    try:
+        return f"{code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        return code
 
 
 def _bytes(body: bytes) -> Response:
@@ -205,7 +214,8 @@ def _api_error(exc: ApiError) -> Response:
     # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: "),
     # in MakeJsonFromStatus' bytes.
     message = exc.detail if isinstance(exc, PredictionFailed) else exc.message
-    response = Response(writer.error_body(message), status=exc.http_status, mimetype="application/json")
+    response = Response(writer.error_body(message), status=_status_line(exc.http_status),
+                        mimetype="application/json")
     response.headers.extend(exc.headers)
     return response
 
