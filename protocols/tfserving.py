@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import PathConverter
 
 import wirejson
-from errors import ApiError, Internal, InvalidArgument, NotFound, PredictionFailed
+from errors import ApiError, Internal, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
@@ -35,7 +36,6 @@ from protocols import tfserving_json as writer
 from protocols import tfserving_metadata
 from protocols import tfserving_versions as versions
 from protocols.tfserving_parse import loads_object
-from web.google import error_response
 from web.http import read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
@@ -93,12 +93,19 @@ def _bytes(body: bytes) -> Response:
     return Response(body, status=200, mimetype="application/json")
 
 
-@bp.route("/v1/<path:rest>", methods=_METHODS)
+class _OutsideProjects(PathConverter):
+    """A /v1/ path not under /v1/projects (ml v1's, where its own 404 and 405 rules apply)."""
+
+    regex = r"(?!projects(?:/|:|$))[^/].*?"
+
+
+bp.record_once(lambda state: state.app.url_map.converters.setdefault("tfs_outside_projects",
+                                                                      _OutsideProjects))
+
+
+@bp.route("/v1/<tfs_outside_projects:rest>", methods=_METHODS)
 def other_v1(rest: str) -> Response:
-    """A /v1/ path that no route claims: ml v1's 404 under /v1/projects, else TF Serving's 400."""
-    if rest == "projects" or rest.startswith(("projects/", "projects:")):
-        # ml v1's answer to an unknown route (api/__init__.py register_fallbacks words it so).
-        return error_response(NotFound(f"The requested URL {request.path} was not found on this server."))
+    """A /v1/ path no route claims: TF Serving's 400 (ml v1 paths are left to ml v1's rules)."""
     raise InvalidArgument(f"Malformed request: {request.method} /v1/{rest}")
 
 
