@@ -93,17 +93,28 @@ def _bytes(body: bytes) -> Response:
     return Response(body, status=200, mimetype="application/json")
 
 
-class _OutsideProjects(PathConverter):
-    """A /v1/ path not under /v1/projects (ml v1's, where its own 404 and 405 rules apply)."""
+def _other_v1_converter(claimed: list[str]) -> type[PathConverter]:
+    """A /v1/ path that no other service claims: not under /v1/projects (ml v1's own 404 and 405
+    rules apply there) nor one of `claimed` (e.g. Vertex AI's routes, which keep their 405)."""
+    exact = "".join(f"|{re.escape(path.removeprefix('/v1/'))}$" for path in claimed)
 
-    regex = r"(?!projects(?:/|:|$))[^/].*?"
+    class OtherV1(PathConverter):
+        regex = rf"(?!projects(?:/|:|$){exact})[^/].*?"
+
+    return OtherV1
 
 
-bp.record_once(lambda state: state.app.url_map.converters.setdefault("tfs_outside_projects",
-                                                                      _OutsideProjects))
+def _register_converter(state: Any) -> None:
+    settings = state.app.extensions["mlemu"].settings
+    vertex = settings.vertex
+    claimed = [vertex.health_route, vertex.predict_route] if vertex is not None else []
+    state.app.url_map.converters["tfs_other_v1"] = _other_v1_converter(claimed)
 
 
-@bp.route("/v1/<tfs_outside_projects:rest>", methods=_METHODS)
+bp.record_once(_register_converter)
+
+
+@bp.route("/v1/<tfs_other_v1:rest>", methods=_METHODS)
 def other_v1(rest: str) -> Response:
     """A /v1/ path no route claims: TF Serving's 400 (ml v1 paths are left to ml v1's rules)."""
     raise InvalidArgument(f"Malformed request: {request.method} /v1/{rest}")
