@@ -31,16 +31,15 @@ from typing import Any
 import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
-from predictors import TENSORFLOW, find_model_file, json_tensor, register
+from predictors import TENSORFLOW, find_model_file, json_tensor, json_values, register
 from predictors.base import Predictor, Signature, TensorSpec
+from predictors.tensorflow_examples import ExampleSignatures
 
 SERVE_TAG = "serve"
 DEFAULT_SIGNATURE = "serving_default"
 #: TF2 exports carry this pseudo-signature (the init op); it is listed but never run.
 INIT_OP_SIGNATURE = "__saved_model_init_op"
 PREDICT_METHOD = "tensorflow/serving/predict"
-CLASSIFY_METHOD = "tensorflow/serving/classify"
-REGRESS_METHOD = "tensorflow/serving/regress"
 
 #: TensorFlow DataType names -> Open Inference Protocol datatypes (predictors.base.TensorSpec).
 V2_DATATYPES = {
@@ -94,7 +93,7 @@ def _op_message(exc: Exception) -> str:
 
 
 @register
-class TensorFlowPredictor(Predictor):
+class TensorFlowPredictor(ExampleSignatures, Predictor):
     framework = TENSORFLOW
     accepted_parameters = frozenset({"signature_name"})
     batchable = True
@@ -237,106 +236,7 @@ class TensorFlowPredictor(Predictor):
         sig = self.select(kwargs.get("signature_name"))
         columns = json_tensor.rows_to_columns(
             instances, {name: info.dtype_name for name, info in sig.inputs.items()})
-        return json_tensor.columns_to_rows(self.predict_tensors(columns, sig.name))
-
-    # -- classify / regress over tf.Example -------------------------------------------------
-
-    def _serialize(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                   context: Mapping[str, tuple[str, list[Any]]] | None) -> np.ndarray:
-        def encode(features: Mapping[str, tuple[str, list[Any]]]) -> bytes:
-            example = self._tf.train.Example()
-            for name, (kind, values) in features.items():
-                getattr(example.features.feature[name], f"{kind}_list").value.extend(values)
-            return bytes(example.SerializeToString())
-
-        if not examples:
-            raise PredictionFailed("Input is empty.")
-        # TF Serving serializes context then example into one string; protobuf merges the two.
-        prefix = encode(context) if context else b""
-        return np.array([prefix + encode(e) for e in examples], dtype=object)
-
-    def _example_signature(self, signature_name: str | None, method: str, kind: str) -> SignatureInfo:
-        """servables/tensorflow/classifier.cc, regressor.cc: Get*SignatureDef, PreProcess*."""
-        name = signature_name or DEFAULT_SIGNATURE
-        sig = self.signatures.get(name)
-        if sig is None or name == INIT_OP_SIGNATURE:
-            raise PredictionFailed(f"No signature was found with the name: {name}")
-        if sig.method_name != method:
-            raise PredictionFailed(f"Expected {kind} signature method_name to be {method}. Was: "
-                                   f"{sig.method_name}")
-        if len(sig.inputs) != 1:
-            raise PredictionFailed("Expected one input Tensor.")
-        return sig
-
-    def _debug_string(self, name: str) -> str:
-        from google.protobuf import text_format
-
-        return str(text_format.MessageToString(self._defs[name]))
-
-    def classify(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                 context: Mapping[str, tuple[str, list[Any]]] | None = None,
-                 signature_name: str | None = None) -> list[list[tuple[str, float]]]:
-        """[(label, score), ...] per example, from a classify signature's classes and/or scores."""
-        sig = self._example_signature(signature_name, CLASSIFY_METHOD, "classification")
-        if len(sig.outputs) not in (1, 2):
-            raise PredictionFailed(f"Expected one or two output Tensors, found {len(sig.outputs)}")
-        if "inputs" not in sig.inputs:
-            raise PredictionFailed(f"No classification inputs found in SignatureDef: "
-                                   f"{self._debug_string(sig.name)}")
-        wanted = {k: v.tensor for k, v in sig.outputs.items() if k in ("classes", "scores")}
-        if not wanted:
-            raise PredictionFailed('Expected classification signature outputs to contain at least one '
-                                   f'of "classes" or "scores". Signature was: '
-                                   f"{self._debug_string(sig.name)}")
-        serialized = self._serialize(examples, context)
-        out = self._run(wanted, {sig.inputs["inputs"].tensor: serialized})
-        n = len(serialized)
-        classes, scores = out.get("classes"), out.get("scores")
-        for name, tensor, dtype in (("classes", classes, "DT_STRING"), ("scores", scores, "DT_FLOAT")):
-            if tensor is None:
-                continue
-            if tensor.ndim != 2:
-                raise PredictionFailed("Expected Tensor shape: [batch_size num_classes] but got "
-                                       f"[{','.join(map(str, tensor.shape))}]")
-            if sig.outputs[name].dtype_name != dtype:
-                raise PredictionFailed(f"Expected {name} Tensor of {dtype}. Got: "
-                                       f"{sig.outputs[name].dtype_name}")
-            if tensor.shape[0] != n:
-                raise PredictionFailed(f"Expected {name} output batch size of {n}. Got: "
-                                       f"{tensor.shape[0]}")
-        width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
-        labels = json_tensor.json_value(classes, "classes") if classes is not None else None
-        values = scores.tolist() if scores is not None else None
-        return [[(labels[i][c] if labels else "", values[i][c] if values else 0.0)
-                 for c in range(width)] for i in range(n)]
-
-    def regress(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                context: Mapping[str, tuple[str, list[Any]]] | None = None,
-                signature_name: str | None = None) -> list[float]:
-        """One value per example from a regress signature's `outputs`."""
-        sig = self._example_signature(signature_name, REGRESS_METHOD, "regression")
-        if len(sig.outputs) != 1:
-            raise PredictionFailed("Expected one output Tensor.")
-        if "inputs" not in sig.inputs:
-            raise PredictionFailed(f"No regression inputs found in SignatureDef: "
-                                   f"{self._debug_string(sig.name)}")
-        if "outputs" not in sig.outputs:
-            raise PredictionFailed(f"No regression outputs found in SignatureDef: "
-                                   f"{self._debug_string(sig.name)}")
-        serialized = self._serialize(examples, context)
-        out = self._run({"outputs": sig.outputs["outputs"].tensor},
-                        {sig.inputs["inputs"].tensor: serialized})["outputs"]
-        n = len(serialized)
-        if not (out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1)):
-            raise PredictionFailed("Expected output Tensor shape to be either [batch_size] or "
-                                   f"[batch_size, 1] but got [{','.join(map(str, out.shape))}]")
-        if out.shape[0] != n:
-            raise PredictionFailed(f"Input batch size did not match output batch size: {n} vs. "
-                                   f"{out.shape[0]}")
-        if sig.outputs["outputs"].dtype_name != "DT_FLOAT":
-            raise PredictionFailed("Expected output Tensor of DT_FLOAT.  Got: "
-                                   f"{sig.outputs['outputs'].dtype_name}")
-        return out.reshape(-1).tolist()  # type: ignore[no-any-return]
+        return json_values.columns_to_rows(self.predict_tensors(columns, sig.name))
 
     def signature_defs(self) -> dict[str, Any]:
         """The SignatureDef protos by name (TF Serving's metadata prints them)."""

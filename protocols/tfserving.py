@@ -66,14 +66,16 @@ def _number(text: str | None) -> int | None:
     return number
 
 
-def _body() -> dict[str, Any]:
-    """The JSON object body (json_tensor.cc ParseJson, then FillSignature's check)."""
-    body = loads_object(read_body(_emu().settings.max_request_bytes))
+def _body() -> tuple[dict[str, Any], bool]:
+    """The JSON object body (json_tensor.cc ParseJson, then FillSignature's check), and whether
+    it may hold true/false (when not, numbers take numpy's fast conversion)."""
+    data = read_body(_emu().settings.max_request_bytes)
+    body = loads_object(data)
     name = body.get("signature_name")
     if name is not None and not isinstance(name, str):
         raise InvalidArgument(f"JSON Value: {debug_string(body)} not formatted correctly. "
                               "'signature_name' key must be a string value.")
-    return body
+    return body, b"true" in data or b"false" in data
 
 
 def _format_error(body: dict[str, Any], message: str) -> InvalidArgument:
@@ -144,13 +146,13 @@ def dispatch(rest: str = "") -> Response:
         return _bytes(writer.proto_text(status).encode())
     assert post is not None
     model, number, label, verb = post.group(1), _number(post.group(2)), post.group(3), post.group(4)
-    body = _body()
+    body, bools = _body()
 
     def resolve() -> Any:
         return versions.resolve(emu, caller, project, model, number, label, "ml.models.predict")[1]
 
     if verb.lower() == "predict":
-        return _bytes(_predict(resolve(), body))
+        return _bytes(_predict(resolve(), body, bools))
     return _bytes(_classify_regress(resolve, body, verb.lower()))
 
 
@@ -165,7 +167,7 @@ def _tensorflow_inputs(predictor: TensorFlowPredictor, name: str | None) -> Any:
     return sig
 
 
-def _predict(predictor: Any, body: dict[str, Any]) -> bytes:
+def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
     """json_tensor.cc FillPredictRequestFromJson, then the run, then MakeJsonFromTensors."""
     signature_name = body.get("signature_name")
     sig = _tensorflow_inputs(predictor, signature_name) if isinstance(predictor, TensorFlowPredictor) \
@@ -183,7 +185,6 @@ def _predict(predictor: Any, body: dict[str, Any]) -> bytes:
             raise _format_error(body, "No values in 'instances' array")
     if sig is not None:
         dtypes = {name: info.dtype_name for name, info in sig.inputs.items()}
-        bools = b"true" in request.get_data() or b"false" in request.get_data()
         columns = (json_tensor.rows_to_columns(body["instances"], dtypes, bools) if has_rows
                    else json_tensor.inputs_to_columns(body["inputs"], dtypes, bools))
         outputs = predictor.predict_tensors(columns, sig.name)

@@ -13,7 +13,7 @@ import pytest
 
 import predictors
 from errors import ModelLoadError, PredictionFailed
-from predictors import json_tensor
+from predictors import json_values
 from predictors.base import TensorSpec
 from predictors.tensorflow import TensorFlowPredictor
 
@@ -68,7 +68,7 @@ def test_nan_and_infinity_pass_through(tf2: TensorFlowPredictor) -> None:
 def test_float32_outputs_are_written_in_shortest_round_trip_form(tf2: TensorFlowPredictor) -> None:
     # 0.5 * 0.2 + 3 in float32 is 3.0999999046325684 as a double; the float32 reads "3.1".
     assert tf2.predict([0.2], signature_name="half") == [3.1]
-    assert json_tensor.json_value(np.array([0.1, 1 / 3], np.float32), "y") == [0.1, 0.33333334]
+    assert json_values.json_value(np.array([0.1, 1 / 3], np.float32), "y") == [0.1, 0.33333334]
 
 
 def test_b64_inputs_decode_and_bytes_outputs_encode(tf2: TensorFlowPredictor) -> None:
@@ -79,8 +79,8 @@ def test_b64_inputs_decode_and_bytes_outputs_encode(tf2: TensorFlowPredictor) ->
 
 def test_string_outputs_that_are_not_text_go_out_as_b64() -> None:
     values = np.array([b"ok", b"\xff\xfe"], dtype=object)
-    assert json_tensor.json_value(values, "label") == ["ok", {"b64": "//4="}]
-    assert json_tensor.json_value(values, "label_bytes") == [{"b64": "b2s="}, {"b64": "//4="}]
+    assert json_values.json_value(values, "label") == ["ok", {"b64": "//4="}]
+    assert json_values.json_value(values, "label_bytes") == [{"b64": "b2s="}, {"b64": "//4="}]
 
 
 def test_tf1_builder_export_restores_its_variables(tf1: TensorFlowPredictor) -> None:

@@ -138,6 +138,12 @@ def test_values_convert_as_tf_serving_converts_them(client: Any, dtype: str, val
     assert raw(client, "/v1/models/types:predict", body) == (status, want)
 
 
+def test_booleans_among_numbers_are_refused(client: Any) -> None:
+    body = '{"signature_name": "echo_float", "inputs": [1.0, true]}'
+    assert raw(client, "/v1/models/types:predict", body) == (
+        400, pretty_error("JSON Value: true Type: True is not of expected type: float"))
+
+
 @pytest.mark.parametrize(("dtype", "value", "expected"), [
     ("float", '"a"', 'INVALID_ARGUMENT: JSON Value: "a" Type: String is not of expected type: float'),
     ("half", "1.0", "UNIMPLEMENTED: Conversion of JSON Value: 1.0 to type: half"),  # wrapped: a 400
