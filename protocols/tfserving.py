@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import HTTPException
 from werkzeug.routing import PathConverter
 
 import wirejson
-from errors import ApiError, Internal, InvalidArgument, PredictionFailed
+from errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
@@ -36,6 +35,7 @@ from protocols import tfserving_json as writer
 from protocols import tfserving_metadata
 from protocols import tfserving_versions as versions
 from protocols.tfserving_parse import loads_object
+from web.handlers import register_error_renderer
 from web.http import read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
@@ -228,8 +228,7 @@ def _classify_regress(resolve: Any, body: dict[str, Any], verb: str) -> bytes:
     return writer.regress_body(predictor.regress(features, context, name))
 
 
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> Response:
+def render_tfserving_error(exc: ApiError) -> Response:
     # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: "),
     # in MakeJsonFromStatus' bytes.
     message = exc.detail if isinstance(exc, PredictionFailed) else exc.message
@@ -239,9 +238,4 @@ def _api_error(exc: ApiError) -> Response:
     return response
 
 
-@bp.errorhandler(Exception)
-def _unexpected(exc: Exception) -> Response:
-    if isinstance(exc, HTTPException):
-        return current_app.handle_http_exception(exc)  # type: ignore[return-value]
-    log.exception("TF Serving request failed unexpectedly")
-    return _api_error(Internal("Internal error encountered."))
+register_error_renderer(bp, render_tfserving_error, log)
