@@ -8,10 +8,11 @@ kParseIterativeFlag | kParseNanAndInfFlag | kParseStopWhenDoneFlag, so:
 - nesting has no depth limit (the iterative parser), so a key TF Serving never reads may hold a
   value nested 500,000 deep;
 - integers beyond int64/uint64 become doubles (what orjson does too);
+- strings are not checked for UTF-8 (their bytes reach string tensors as they are);
 - the document must be an object: "JSON Value: <value> Is not object".
 orjson takes the common case; python-rapidjson (the same rapidjson parser, with its English
-messages and offsets) explains failures; documents deeper than its recursion guard are read by
-the small iterative reader here, which only ever sees bodies rapidjson found valid up to depth.
+messages and offsets) explains failures; documents deeper than its recursion guard, or with bytes
+that are not UTF-8 (kept as surrogate escapes), are read by the small iterative reader here.
 """
 
 from __future__ import annotations
@@ -131,16 +132,20 @@ def loads(data: bytes) -> Any:
         if message == _TRAILING:  # kParseStopWhenDoneFlag: the rest is never read
             return loads(data[:offset])
         if message.startswith(_DEPTH):
-            try:
-                return _iterative(data.decode("utf-8", "surrogateescape"))
-            except (ValueError, IndexError, TypeError) as bad:
-                # Past python-rapidjson's depth guard: the reader's position, rapidjson's words.
-                offset, message = (bad.args[0] if bad.args and isinstance(bad.args[0], int)
-                                   else offset), "Invalid value."
+            return _read_iteratively(data)
         raise InvalidArgument(f"JSON Parse error: {message} at offset: {offset}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidArgument(f"JSON Parse error: Invalid encoding in string. at offset: "
-                              f"{getattr(exc, 'start', 0)}") from None
+    except UnicodeDecodeError:  # python-rapidjson checks UTF-8; TF Serving's rapidjson does not
+        return _read_iteratively(data)
+
+
+def _read_iteratively(data: bytes) -> Any:
+    """The iterative reader's document (bytes that are not UTF-8 kept as surrogate escapes)."""
+    try:
+        return _iterative(data.decode("utf-8", "surrogateescape"))
+    except (ValueError, IndexError, TypeError) as bad:
+        # Past what python-rapidjson could say: the reader's position, in rapidjson's words.
+        offset = getattr(bad, "pos", bad.args[0] if bad.args and isinstance(bad.args[0], int) else 0)
+        raise InvalidArgument(f"JSON Parse error: Invalid value. at offset: {offset}") from None
 
 
 def loads_object(data: bytes) -> dict[str, Any]:

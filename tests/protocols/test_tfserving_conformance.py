@@ -175,6 +175,8 @@ DEEP = b"[" * 500_000 + b"]" * 500_000
     (b'{"unread": ' + DEEP + b', "instances": [1.0]}', 200, b'{\n    "predictions": [2.5\n    ]\n}'),
     (b'{"instances": [NaN, Infinity, -Infinity]}', 200,
      b'{\n    "predictions": [NaN, Infinity, -Infinity\n    ]\n}'),
+    (b'{"signature_name": "serving_default", "instances": [1.0], "note": "caf\xe9"}', 200,
+     b'{\n    "predictions": [2.5\n    ]\n}'),  # rapidjson does not check UTF-8
     (b"", 400, pretty_error("JSON Parse error: The document is empty")),
     (b"   ", 400, pretty_error("JSON Parse error: The document is empty. at offset: 3")),
     (b'{"instances": [1.0,]}', 400, pretty_error("JSON Parse error: Invalid value. at offset: 19")),
