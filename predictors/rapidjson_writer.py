@@ -17,12 +17,12 @@ Text is built as str; bytes that are not UTF-8 travel as surrogate escapes (`enc
 from __future__ import annotations
 
 import math
+import struct
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
-
 INDENT = "    "
+_F32 = struct.Struct("f")  # packing rounds a double to the nearest float32, as a C cast does
 #: json_tensor.cc kMaxJsonDebugStringBytes
 DEBUG_LIMIT = 256
 _ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
@@ -74,7 +74,7 @@ def write_decimal(value: float, float32: bool) -> str:
     if math.isinf(value):
         return "-Infinity" if value < 0 else "Infinity"
     text = f"{value:g}"
-    back = float(np.float32(float(text))) if float32 else float(text)
+    back = _F32.unpack(_F32.pack(float(text)))[0] if float32 else float(text)
     if back != value:
         text = f"{value:.{9 if float32 else 17}g}"
     if "." not in text and "e" not in text:
@@ -124,6 +124,14 @@ class PrettyWriter:
         self._prefix()
         self._put(text)
         return True
+
+    def values(self, texts: list[str]) -> None:
+        """value() for each of `texts`, in one go (an array's row of scalars; no limit)."""
+        self.value(texts[0])
+        if len(texts) > 1:
+            sep = ", " if self.single_line_arrays else ",\n" + INDENT * len(self._levels)
+            self._put(sep + sep.join(texts[1:]))
+            self._levels[-1][1] += len(texts) - 1
 
     def key(self, name: str) -> bool:
         return self.value(quote(name))

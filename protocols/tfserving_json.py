@@ -50,10 +50,9 @@ def _scalars(array: np.ndarray, name: str) -> list[Any]:
         raise InvalidArgument("Failed to write JSON value for tensor type: "
                               f"{_REFUSED_NAMES.get(dtype.name, dtype.name)}")
     flat = array.reshape(-1).tolist()
-    if kind == "float":
-        return [write_decimal(v, True) for v in flat]
-    if kind == "double":
-        return [write_decimal(v, False) for v in flat]
+    if kind in ("float", "double"):
+        float32 = kind == "float"
+        return [write_decimal(v, float32) for v in flat]
     if kind == "bool":
         return ["true" if v else "false" for v in flat]
     if kind == "int":
@@ -69,12 +68,9 @@ def _scalars(array: np.ndarray, name: str) -> list[Any]:
     return out
 
 
-def _values(writer: PrettyWriter, array: np.ndarray, name: str) -> None:
-    """AddTensorValues: nested arrays of the tensor's values (a scalar is written bare)."""
-    texts = iter(_scalars(array, name))
-
-    def scalar() -> None:
-        text = next(texts)
+def _values(writer: PrettyWriter, texts: list[Any], start: int, shape: tuple[int, ...]) -> int:
+    """AddTensorValues: `shape`'s nested arrays of texts[start:] (a scalar bare); returns the end."""
+    def scalar(text: Any) -> None:
         if isinstance(text, tuple):
             writer.start(array=False)
             writer.key("b64")
@@ -83,21 +79,30 @@ def _values(writer: PrettyWriter, array: np.ndarray, name: str) -> None:
         else:
             writer.value(text)
 
-    shape = array.shape
+    position = start
 
     def nested(dim: int) -> None:  # recursion as deep as the rank (< 64)
+        nonlocal position
         writer.start(array=True)
-        for _ in range(shape[dim]):
-            if dim == len(shape) - 1:
-                scalar()
+        if dim == len(shape) - 1:
+            row = texts[position:position + shape[dim]]
+            position += shape[dim]
+            if row and not isinstance(row[0], tuple):
+                writer.values(row)
             else:
+                for text in row:
+                    scalar(text)
+        else:
+            for _ in range(shape[dim]):
                 nested(dim + 1)
         writer.end()
 
     if shape:
         nested(0)
     else:
-        scalar()
+        scalar(texts[position])
+        position += 1
+    return position
 
 
 def predict_rows(outputs: Mapping[str, np.ndarray]) -> bytes:
@@ -111,14 +116,16 @@ def predict_rows(outputs: Mapping[str, np.ndarray]) -> bytes:
     writer.key("predictions")
     writer.start(array=True)
     several = len(names) > 1
-    for item in range(size):
+    texts = {name: _scalars(outputs[name], name) for name in names}
+    offsets = dict.fromkeys(names, 0)
+    for _ in range(size):
         if several:
             writer.start(array=False)
         writer.single_line_arrays = True
         for name in names:
             if several:
                 writer.key(name)
-            _values(writer, outputs[name][item, ...], name)
+            offsets[name] = _values(writer, texts[name], offsets[name], outputs[name].shape[1:])
         writer.single_line_arrays = False
         if several:
             writer.end()
@@ -140,7 +147,7 @@ def predict_columns(outputs: Mapping[str, np.ndarray]) -> bytes:
     for name in sorted(outputs):
         if several:
             writer.key(name)
-        _values(writer, outputs[name], name)
+        _values(writer, _scalars(outputs[name], name), 0, outputs[name].shape)
     if several:
         writer.end()
     writer.end()
