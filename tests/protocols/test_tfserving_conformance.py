@@ -276,6 +276,16 @@ def test_checks_in_tf_servings_order_and_words(client: Any, path: str, body: str
     assert raw(client, f"/v1/models/{path}", body) == (status, pretty_error(error))
 
 
+def test_quoted_bodies_are_cut_as_json_writer_with_limit_cuts_them(client: Any) -> None:
+    # JsonValueToDebugString: each write is allowed while fewer than 256 bytes are out, so the
+    # quote stops after the first value that crosses 256 (here the 43rd: 258 bytes).
+    body = '{"signature_name": 1, "instances": [' + ", ".join(["1.0"] * 100) + "]}"
+    quoted = '{\n    "signature_name": 1,\n    "instances": [1.0' + ", 1.0" * 42
+    assert len(quoted) == 258
+    assert raw(client, "/v1/models/hpt:predict", body) == (400, pretty_error(
+        f"JSON Value: {quoted} not formatted correctly. 'signature_name' key must be a string value."))
+
+
 # -- 5. the same bytes out: status and metadata (protobuf's JSON printer) -----------------------
 
 def version_status(number: str) -> str:
