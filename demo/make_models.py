@@ -18,9 +18,11 @@ OUT = Path(__file__).resolve().parent.parent / "mlemu-state" / "demo-models"
 
 
 def half_plus_three(target: Path) -> None:
-    """y = 0.5 * x + 3 as a TF1-style SavedModel, like TF Serving's half_plus_two example:
-    `serving_default` predicts y from float x [-1]; `tensorflow/serving/regress` reads feature `x`
-    from serialized tf.Example."""
+    """y = 0.5 * x + 3, exported the way TF Serving's testdata half_plus_two/three are
+    (tensorflow_serving/servables/tensorflow/testdata/saved_model_half_plus_two.py): a TF1
+    SavedModelBuilder export whose `x` is feature "x" parsed from serialized tf.Example, static
+    shape [?, 1]; `serving_default` predicts y from x, `tensorflow/serving/regress` reads the
+    tf.Example."""
     import shutil
 
     import tensorflow as tf
@@ -31,16 +33,16 @@ def half_plus_three(target: Path) -> None:
     with graph.as_default():
         a = v1.get_variable("a", initializer=0.5)
         b = v1.get_variable("b", initializer=3.0)
-        x = v1.placeholder(tf.float32, [None], name="x")
         examples = v1.placeholder(tf.string, [None], name="tf_example")
         parsed = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        x = tf.identity(parsed["x"], name="x")
+        y = tf.identity(a * x + b, name="y")
         builder = v1.saved_model.Builder(str(target))
         with v1.Session(graph=graph) as session:
             session.run(v1.global_variables_initializer())
             builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
-                "serving_default": v1.saved_model.predict_signature_def({"x": x}, {"y": a * x + b}),
-                "tensorflow/serving/regress": v1.saved_model.regression_signature_def(
-                    examples, a * parsed["x"] + b),
+                "serving_default": v1.saved_model.predict_signature_def({"x": x}, {"y": y}),
+                "tensorflow/serving/regress": v1.saved_model.regression_signature_def(examples, y),
             })
         builder.save()
 

@@ -8,7 +8,6 @@ plain Python (name -> (kind, values)); the TensorFlow predictor builds the proto
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -27,13 +26,11 @@ def _feature_value(value: Any, name: str) -> tuple[str, Any]:
         return "bytes", decode_b64(value)
     if isinstance(value, str):
         return "bytes", value.encode()
-    if isinstance(value, float):
-        if math.isfinite(value) and abs(value) > float(np.finfo(np.float32).max):
-            raise PredictionFailed(f"Cannot convert JSON value: {value} to float without loss of "
-                                   "precision.")
-        return "float", value
+    if isinstance(value, float):  # GetFloat(): a static_cast, so beyond float range is inf
+        with np.errstate(over="ignore"):
+            return "float", float(np.float32(value))
     if not -(2 ** 63) <= value < 2 ** 63:
-        raise PredictionFailed(f"Feature: {name} has uint64 element. Only int64 is supported.")
+        raise PredictionFailed(f"Feature: {name} has uint64_t element. Only int64_t is supported.")
     return "int64", value
 
 

@@ -1,12 +1,19 @@
 """TENSORFLOW: SavedModels (tag `serve`) run by SignatureDef in a graph session, as TF Serving does.
 
 The model is loaded with the TF1 loader (tf.compat.v1.saved_model.loader) into its own tf.Graph
-and Session, and a signature runs as `session.run(outputs, {inputs})`. That is TF Serving's own
-way (SavedModelBundle + Session::Run), and it serves every kind of SavedModel a user brings: TF2
-exports (tf.saved_model.save, Keras `model.export`) and TF1-era builder/Estimator exports, whose
+and Session, and a signature runs as one C++ Session run of its input and output tensors. That is
+TF Serving's own way (SavedModelBundle + Session::Run, servables/tensorflow/predict_util.cc
+RunPredict), and it serves every kind of SavedModel a user brings: TF2 exports
+(tf.saved_model.save, Keras `model.export`) and TF1-era builder/Estimator exports, whose
 classify/regress signatures take serialized tf.Example strings; `tf.saved_model.load` cannot load
-some of the latter. Session.run is thread-safe and each call builds its own feeds, so one loaded
-model serves many threads.
+some of the latter.
+
+Runs go through session callables (CallableOptions of feed and fetch names), not `session.run`:
+Python's `run` refuses a value whose shape differs from the tensor's static shape ("Cannot feed
+value of shape (3,) for Tensor 'x:0', which has shape '(?, 1)'"), a check the C++ session TF
+Serving calls does not make, so TF Serving's own quick start (half_plus_two, x: [?, 1], fed
+[1.0, 2.0, 5.0]) works there and must work here. dtypes are still checked (by the session).
+Callables are made once per feed/fetch set and are thread-safe, so one model serves many threads.
 
 Signature choice (AI Platform `signature_name`, TF Serving `signature_name`): the requested one,
 else `serving_default`, else the only one; a miss names the signatures the model has.
@@ -17,14 +24,16 @@ TensorFlow is imported by `from_path` only, never by `import predictors`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
-from predictors import TENSORFLOW, find_model_file, json_tensor, register
+from predictors import TENSORFLOW, find_model_file, json_tensor, json_values, register
 from predictors.base import Predictor, Signature, TensorSpec
+from predictors.tensorflow_examples import ExampleSignatures
 from predictors.tf_gradients import GradientGraphs
 
 SERVE_TAG = "serve"
@@ -32,8 +41,6 @@ DEFAULT_SIGNATURE = "serving_default"
 #: TF2 exports carry this pseudo-signature (the init op); it is listed but never run.
 INIT_OP_SIGNATURE = "__saved_model_init_op"
 PREDICT_METHOD = "tensorflow/serving/predict"
-CLASSIFY_METHOD = "tensorflow/serving/classify"
-REGRESS_METHOD = "tensorflow/serving/regress"
 
 #: TensorFlow DataType names -> Open Inference Protocol datatypes (predictors.base.TensorSpec).
 V2_DATATYPES = {
@@ -87,7 +94,7 @@ def _op_message(exc: Exception) -> str:
 
 
 @register
-class TensorFlowPredictor(Predictor):
+class TensorFlowPredictor(ExampleSignatures, Predictor):
     framework = TENSORFLOW
     accepted_parameters = frozenset({"signature_name"})
     batchable = True
@@ -96,6 +103,8 @@ class TensorFlowPredictor(Predictor):
         self._tf = tf
         self._session = session
         self._run_errors = (tf.errors.OpError, ValueError, TypeError)
+        self._callables: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
+        self._callables_lock = threading.Lock()
         self.model_dir = model_dir
         self._gradient_graphs = GradientGraphs(tf, model_dir, SERVE_TAG)  # built when explained
         self._defs = dict(meta_graph.signature_def)
@@ -168,22 +177,32 @@ class TensorFlowPredictor(Predictor):
 
         return Signature(inputs=specs(sig.inputs), outputs=specs(sig.outputs))
 
-    def signature_def_map(self) -> dict[str, Any]:
-        """Every SignatureDef as TF Serving's metadata API prints it (proto JSON, field names)."""
-        from google.protobuf import json_format
-
-        return {name: json_format.MessageToDict(sig, preserving_proto_field_name=True,
-                                                always_print_fields_with_no_presence=True)
-                for name, sig in sorted(self._defs.items())}
-
     # -- running ----------------------------------------------------------------------------
 
+    def _callable(self, feeds: tuple[str, ...], fetches: tuple[str, ...]) -> Any:
+        key = (feeds, fetches)
+        found = self._callables.get(key)
+        if found is None:
+            from tensorflow.core.protobuf import config_pb2
+
+            with self._callables_lock:
+                found = self._callables.get(key)
+                if found is None:
+                    options = config_pb2.CallableOptions(feed=list(feeds), fetch=list(fetches))
+                    # Session's callable API (what Keras' TF1 backend ran on): the C++
+                    # RunCallable, without Python's static-shape check (see the module docstring).
+                    found = self._callables[key] = self._session._make_callable_from_options(options)
+        return found
+
     def _run(self, fetches: dict[str, str], feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        feed_names = tuple(feeds)
+        aliases = list(fetches)
         try:
-            result = self._session.run(fetches, feeds)
+            run = self._callable(feed_names, tuple(fetches[a] for a in aliases))
+            result = run(*(feeds[name] for name in feed_names))
         except self._run_errors as exc:
             raise PredictionFailed(_op_message(exc)) from None
-        return {alias: np.asarray(value) for alias, value in result.items()}
+        return {alias: np.asarray(value) for alias, value in zip(aliases, result, strict=True)}
 
     def predict_tensors(self, inputs: Mapping[str, np.ndarray], signature_name: str | None = None,
                         output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -210,7 +229,7 @@ class TensorFlowPredictor(Predictor):
                     array = array.astype(info.dtype)
                 except (ValueError, TypeError) as exc:
                     raise PredictionFailed(f"input {name}: cannot convert {array.dtype} to "
-                                           f"{json_tensor.type_name(info.dtype)}: {exc}") from None
+                                           f"{json_tensor.type_name(info.dtype_name)}: {exc}") from None
             feeds[info.tensor] = array
         return self._run({name: sig.outputs[name].tensor for name in names}, feeds)
 
@@ -218,79 +237,19 @@ class TensorFlowPredictor(Predictor):
         """AI Platform's TensorFlow prediction: instances in, one prediction per instance out."""
         sig = self.select(kwargs.get("signature_name"))
         columns = json_tensor.rows_to_columns(
-            instances, {name: info.dtype for name, info in sig.inputs.items()})
-        return json_tensor.columns_to_rows(self.predict_tensors(columns, sig.name))
+            instances, {name: info.dtype_name for name, info in sig.inputs.items()})
+        return json_values.columns_to_rows(self.predict_tensors(columns, sig.name))
 
-    # -- classify / regress over tf.Example -------------------------------------------------
-
-    def _serialize(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                   context: Mapping[str, tuple[str, list[Any]]] | None) -> np.ndarray:
-        def encode(features: Mapping[str, tuple[str, list[Any]]]) -> bytes:
-            example = self._tf.train.Example()
-            for name, (kind, values) in features.items():
-                getattr(example.features.feature[name], f"{kind}_list").value.extend(values)
-            return bytes(example.SerializeToString())
-
-        if not examples:
-            raise PredictionFailed("Input is empty.")
-        # TF Serving serializes context then example into one string; protobuf merges the two.
-        prefix = encode(context) if context else b""
-        return np.array([prefix + encode(e) for e in examples], dtype=object)
-
-    def _example_signature(self, signature_name: str | None, method: str, kind: str) -> SignatureInfo:
-        sig = self.select(signature_name)
-        if sig.method_name != method:
-            raise PredictionFailed(f"Expected {kind} signature method_name to be {method}. Was: "
-                                   f"{sig.method_name}")
-        if len(sig.inputs) != 1:
-            raise PredictionFailed("Expected one input Tensor.")
-        return sig
-
-    def classify(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                 context: Mapping[str, tuple[str, list[Any]]] | None = None,
-                 signature_name: str | None = None) -> list[list[tuple[str, float]]]:
-        """[(label, score), ...] per example, from a classify signature's classes and/or scores."""
-        sig = self._example_signature(signature_name, CLASSIFY_METHOD, "classification")
-        wanted = {k: v.tensor for k, v in sig.outputs.items() if k in ("classes", "scores")}
-        if not wanted:
-            raise PredictionFailed('Expected classification signature outputs to contain at least one '
-                                   'of "classes" or "scores".')
-        serialized = self._serialize(examples, context)
-        out = self._run(wanted, {next(iter(sig.inputs.values())).tensor: serialized})
-        n = len(serialized)
-        classes, scores = out.get("classes"), out.get("scores")
-        for name, tensor in out.items():
-            if tensor.ndim != 2 or tensor.shape[0] != n:
-                raise PredictionFailed(f"Expected Tensor shape: [batch_size num_classes] with batch "
-                                       f"size {n} for {name} but got {list(tensor.shape)}")
-        width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
-        labels = json_tensor.json_value(classes, "classes") if classes is not None else None
-        values = json_tensor.json_value(scores, "scores") if scores is not None else None
-        return [[(labels[i][c] if labels else "", values[i][c] if values else 0.0)
-                 for c in range(width)] for i in range(n)]
-
-    def regress(self, examples: Sequence[Mapping[str, tuple[str, list[Any]]]],
-                context: Mapping[str, tuple[str, list[Any]]] | None = None,
-                signature_name: str | None = None) -> list[float]:
-        """One value per example from a regress signature's `outputs`."""
-        sig = self._example_signature(signature_name, REGRESS_METHOD, "regression")
-        if len(sig.outputs) != 1:
-            raise PredictionFailed("Expected one output Tensor.")
-        serialized = self._serialize(examples, context)
-        out = next(iter(self._run({k: v.tensor for k, v in sig.outputs.items()},
-                                  {next(iter(sig.inputs.values())).tensor: serialized}).values()))
-        n = len(serialized)
-        if not (out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1)) or out.shape[0] != n:
-            raise PredictionFailed(f"Expected output Tensor shape to be either [{n}] or [{n}, 1] but "
-                                   f"got {list(out.shape)}")
-        return json_tensor.json_value(out.reshape(-1), "outputs")  # type: ignore[no-any-return]
+    def signature_defs(self) -> dict[str, Any]:
+        """The SignatureDef protos by name (TF Serving's metadata prints them)."""
+        return dict(sorted(self._defs.items()))
 
     def gradients(self, instances: list[Any], output: str, label: int, inputs: Sequence[str],
                   signature_name: str | None = None) -> dict[str, np.ndarray]:
         """d output[label] / d input, per instance, for each input alias (AI Explanations)."""
         sig = self.select(signature_name)
         columns = json_tensor.rows_to_columns(
-            instances, {name: info.dtype for name, info in sig.inputs.items()})
+            instances, {name: info.dtype_name for name, info in sig.inputs.items()})
         graph = self._gradient_graphs.get(sig.name, output, tuple(inputs))
         return self._gradient_graphs.run(graph, columns, label, self._run_errors)
 

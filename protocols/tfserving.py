@@ -19,18 +19,24 @@ from __future__ import annotations
 
 import logging
 import re
+from http import HTTPStatus
 from typing import Any
 
+import numpy as np
 from flask import Blueprint, Response, current_app, request
+from werkzeug.routing import PathConverter
 
 import wirejson
 from errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_example, json_tensor
-from predictors.tensorflow import TensorFlowPredictor
+from predictors.rapidjson_writer import debug_string
+from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
+from protocols import tfserving_json as writer
 from protocols import tfserving_metadata
 from protocols import tfserving_versions as versions
+from protocols.tfserving_parse import loads_object
 from web.handlers import register_error_renderer
-from web.http import error_json, json_response, read_body, request_caller
+from web.http import read_body, request_caller
 
 log = logging.getLogger("mlemu.tfserving")
 bp = Blueprint("tfserving", __name__)
@@ -42,6 +48,9 @@ _POST_PATH = re.compile(
 _GET_PATH = re.compile(
     r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
     re.IGNORECASE)
+#: TF Serving answers every /v1/ path (http_rest_api_util.h kHTTPRestApiHandlerPathRegex) and
+#: every method; what its patterns do not match is "Malformed request" (http_rest_api_handler.cc).
+_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH"]
 
 
 def _emu() -> Any:
@@ -57,26 +66,64 @@ def _number(text: str | None) -> int | None:
     return number
 
 
-def _body() -> dict[str, Any]:
-    """The JSON object body, with TF Serving's parse errors."""
+def _body() -> tuple[dict[str, Any], bool]:
+    """The JSON object body (json_tensor.cc ParseJson, then FillSignature's check), and whether
+    it may hold true/false (when not, numbers take numpy's fast conversion)."""
     data = read_body(_emu().settings.max_request_bytes)
-    if not data.strip():
-        raise InvalidArgument("JSON Parse error: The document is empty")
-    try:
-        body = wirejson.loads(data)
-    except wirejson.DecodeError as exc:
-        raise InvalidArgument(f"JSON Parse error: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidArgument(f"JSON Value: {data[:80].decode(errors='replace')} Is not object")
+    body = loads_object(data)
     name = body.get("signature_name")
     if name is not None and not isinstance(name, str):
-        raise InvalidArgument("JSON Value: signature_name not formatted correctly. 'signature_name' "
-                              "key must be a string value.")
-    return body
+        raise InvalidArgument(f"JSON Value: {debug_string(body)} not formatted correctly. "
+                              "'signature_name' key must be a string value.")
+    return body, b"true" in data or b"false" in data
 
 
-@bp.route("/v1/models", methods=["GET", "POST"])
-@bp.route("/v1/models/<path:rest>", methods=["GET", "POST"])
+def _format_error(body: dict[str, Any], message: str) -> InvalidArgument:
+    """json_tensor.cc FormatError: the whole request body quoted before the complaint."""
+    return InvalidArgument(f"JSON Value: {debug_string(body)} {message}")
+
+
+def _status_line(code: int) -> str | int:
+    """`404 Not Found`, as TF Serving's libevent server words it (werkzeug would say NOT FOUND)."""
+    try:
+        return f"{code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        return code
+
+
+def _bytes(body: bytes) -> Response:
+    return Response(body, status=200, mimetype="application/json")
+
+
+def _other_v1_converter(claimed: list[str]) -> type[PathConverter]:
+    """A /v1/ path that no other service claims: not under /v1/projects (ml v1's own 404 and 405
+    rules apply there) nor one of `claimed` (e.g. Vertex AI's routes, which keep their 405)."""
+    exact = "".join(f"|{re.escape(path.removeprefix('/v1/'))}$" for path in claimed)
+
+    class OtherV1(PathConverter):
+        regex = rf"(?!projects(?:/|:|$){exact})[^/].*?"
+
+    return OtherV1
+
+
+def _register_converter(state: Any) -> None:
+    settings = state.app.extensions["mlemu"].settings
+    vertex = settings.vertex
+    claimed = [vertex.health_route, vertex.predict_route] if vertex is not None else []
+    state.app.url_map.converters["tfs_other_v1"] = _other_v1_converter(claimed)
+
+
+bp.record_once(_register_converter)
+
+
+@bp.route("/v1/<tfs_other_v1:rest>", methods=_METHODS)
+def other_v1(rest: str) -> Response:
+    """A /v1/ path no route claims: TF Serving's 400 (ml v1 paths are left to ml v1's rules)."""
+    raise InvalidArgument(f"Malformed request: {request.method} /v1/{rest}")
+
+
+@bp.route("/v1/models", methods=_METHODS)
+@bp.route("/v1/models/<path:rest>", methods=_METHODS)
 def dispatch(rest: str = "") -> Response:
     path = "/v1/models" + (f"/{rest}" if rest else "")
     method = request.method
@@ -94,41 +141,54 @@ def dispatch(rest: str = "") -> Response:
         if sub:
             version, predictor = versions.resolve(emu, caller, project, model, number, label,
                                                   "ml.models.get")
-            return json_response(tfserving_metadata.metadata(model, version, predictor))
-        return json_response(versions.model_status(emu, caller, project, model, number, label))
+            return _bytes(tfserving_metadata.metadata(model, version, predictor))
+        status = versions.model_status(emu, caller, project, model, number, label)
+        return _bytes(writer.proto_text(status).encode())
     assert post is not None
     model, number, label, verb = post.group(1), _number(post.group(2)), post.group(3), post.group(4)
-    body = _body()
-    version, predictor = versions.resolve(emu, caller, project, model, number, label,
-                                          "ml.models.predict")
+    body, bools = _body()
+
+    def resolve() -> Any:
+        return versions.resolve(emu, caller, project, model, number, label, "ml.models.predict")[1]
+
     if verb.lower() == "predict":
-        return json_response(_predict(predictor, body))
-    return json_response(_classify_regress(predictor, body, verb.lower()))
+        return _bytes(_predict(resolve(), body, bools))
+    return _bytes(_classify_regress(resolve, body, verb.lower()))
 
 
-def _predict(predictor: Any, body: dict[str, Any]) -> dict[str, Any]:
+def _tensorflow_inputs(predictor: TensorFlowPredictor, name: str | None) -> Any:
+    """http_rest_api_handler.cc GetInfoMap: the signature's inputs (no fallback signature)."""
+    wanted = name or DEFAULT_SIGNATURE
+    sig = predictor.signatures.get(wanted)
+    if sig is None or wanted == INIT_OP_SIGNATURE:
+        raise InvalidArgument(f'Serving signature name: "{wanted}" not found in signature def')
+    if not sig.inputs:
+        raise InvalidArgument(f"Failed to get input map for signature: {name or 'DEFAULT'}")
+    return sig
+
+
+def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
+    """json_tensor.cc FillPredictRequestFromJson, then the run, then MakeJsonFromTensors."""
+    signature_name = body.get("signature_name")
+    sig = _tensorflow_inputs(predictor, signature_name) if isinstance(predictor, TensorFlowPredictor) \
+        else None
     has_rows, has_columns = "instances" in body, "inputs" in body
     if has_rows and has_columns:
-        raise InvalidArgument("Not formatted correctly expecting only one of 'inputs' or 'instances' "
-                              "keys to exist")
+        raise _format_error(body, "Not formatted correctly expecting only one of 'inputs' or "
+                                  "'instances' keys to exist ")
     if not has_rows and not has_columns:
         raise InvalidArgument("Missing 'inputs' or 'instances' key")
     if has_rows:
-        instances = body["instances"]
-        if not isinstance(instances, list):
-            raise InvalidArgument("Expecting 'instances' to be an list/array")
-        if not instances:
-            raise InvalidArgument("No values in 'instances' array")
-    signature_name = body.get("signature_name")
-    if isinstance(predictor, TensorFlowPredictor):
-        sig = predictor.select(signature_name)
-        dtypes = {name: info.dtype for name, info in sig.inputs.items()}
-        columns = (json_tensor.rows_to_columns(body["instances"], dtypes) if has_rows
-                   else json_tensor.inputs_to_columns(body["inputs"], dtypes))
+        if not isinstance(body["instances"], list):
+            raise _format_error(body, "Expecting 'instances' to be an list/array")
+        if not body["instances"]:
+            raise _format_error(body, "No values in 'instances' array")
+    if sig is not None:
+        dtypes = {name: info.dtype_name for name, info in sig.inputs.items()}
+        columns = (json_tensor.rows_to_columns(body["instances"], dtypes, bools) if has_rows
+                   else json_tensor.inputs_to_columns(body["inputs"], dtypes, bools))
         outputs = predictor.predict_tensors(columns, sig.name)
-        if has_rows:
-            return {"predictions": json_tensor.columns_to_rows(outputs)}
-        return {"outputs": json_tensor.columns_json(outputs)}
+        return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
     # Other frameworks have one input and one output: predict(instances), rows either way.
     tfserving_metadata.check_signature(predictor, signature_name)
     instances = body["instances"] if has_rows else tfserving_metadata.single_input(body["inputs"])
@@ -137,37 +197,45 @@ def _predict(predictor: Any, body: dict[str, Any]) -> dict[str, Any]:
         predictions = predictions.tolist()
     elif not isinstance(predictions, (list, dict)):
         predictions = list(predictions)
-    return {"predictions" if has_rows else "outputs": predictions}
+    key = "predictions" if has_rows else "outputs"
+    array = np.asarray(predictions) if isinstance(predictions, list) and predictions else None
+    if array is None or array.dtype.kind not in "biufSU":  # a custom predictor's objects
+        return wirejson.dumps({key: predictions})
+    outputs = {"output": array}
+    return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
 
 
-def _classify_regress(predictor: Any, body: dict[str, Any], verb: str) -> dict[str, Any]:
+def _classify_regress(resolve: Any, body: dict[str, Any], verb: str) -> bytes:
+    """json_tensor.cc FillClassifyRegressRequestFromJson, then the servable and its signature."""
+    context = json_example.example_features(body["context"]) if "context" in body else None
     if "examples" not in body:
-        raise InvalidArgument(f"When method is {verb}, key 'examples' is expected and was not found")
+        # The source words this for both verbs ("When method is classify, ...").
+        raise _format_error(body, "When method is classify, key 'examples' is expected and was not "
+                                  "found")
     examples = body["examples"]
     if not isinstance(examples, list):
-        raise InvalidArgument("Expecting 'examples' value to be an list/array")
+        raise _format_error(body, "Expecting 'examples' value to be an list/array")
     if not examples:
-        raise InvalidArgument("'examples' value is an empty array")
-    context = json_example.example_features(body["context"]) if "context" in body else None
+        raise _format_error(body, "'examples' value is an empty array")
     features = [json_example.example_features(e) for e in examples]
-    for index, example in enumerate(features):
-        shared = sorted(set(example) & set(context or ()))
-        if shared:
-            raise InvalidArgument(f"Feature(s) {', '.join(shared)} of example {index} also appear in "
-                                  "'context'; features in 'context' must not appear in examples.")
+    predictor = resolve()
     if not isinstance(predictor, TensorFlowPredictor):
         raise InvalidArgument(f":{verb} needs a TensorFlow SavedModel with a tensorflow/serving/{verb} "
                               f"signature; this model's framework is {predictor.framework or 'custom'}.")
     name = body.get("signature_name")
     if verb == "classify":
-        return {"results": [[list(pair) for pair in row]
-                            for row in predictor.classify(features, context, name)]}
-    return {"results": predictor.regress(features, context, name)}
+        return writer.classify_body(predictor.classify(features, context, name))
+    return writer.regress_body(predictor.regress(features, context, name))
 
 
 def render_tfserving_error(exc: ApiError) -> Response:
-    # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: ").
-    return error_json(exc, exc.detail if isinstance(exc, PredictionFailed) else None)
+    # The model's own complaint goes out bare, as TF Serving words it (no "Prediction failed: "),
+    # in MakeJsonFromStatus' bytes.
+    message = exc.detail if isinstance(exc, PredictionFailed) else exc.message
+    response = Response(writer.error_body(message), status=_status_line(exc.http_status),
+                        mimetype="application/json")
+    response.headers.extend(exc.headers)
+    return response
 
 
 register_error_renderer(bp, render_tfserving_error, log)

@@ -1,8 +1,9 @@
 """TF Serving's GetModelMetadata body, and how non-TensorFlow models look through TF Serving.
 
 A TensorFlow model reports its SignatureDefs as the real server prints them (proto JSON with proto
-field names, defaults included: tensorflow_serving/model_servers/http_rest_api_util.cc
-ToJsonString). Other frameworks have one `serving_default` predict signature built from their
+field names, defaults included, in the printer's layout: tensorflow_serving/model_servers/
+http_rest_api_util.cc ToJsonString; bytes from protocols/tfserving_json.py). Other frameworks have
+one `serving_default` predict signature built from their
 predictors.base.Signature, so clients that read metadata first work with every model.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from errors import InvalidArgument
 from predictors.base import Predictor, TensorSpec
 from predictors.tensorflow import DEFAULT_SIGNATURE, PREDICT_METHOD, V2_DATATYPES, TensorFlowPredictor
+from protocols.tfserving_json import metadata_text, proto_message
 from protocols.tfserving_versions import number_of
 from registry.resources import Version
 
@@ -30,7 +32,7 @@ def _tensor_json(spec: TensorSpec) -> dict[str, Any]:
 
 def _signature_defs(predictor: Predictor) -> dict[str, Any]:
     if isinstance(predictor, TensorFlowPredictor):
-        return predictor.signature_def_map()
+        return {name: proto_message(sig) for name, sig in predictor.signature_defs().items()}
     sig = predictor.signature()
     return {DEFAULT_SIGNATURE: {
         "inputs": {s.name: _tensor_json(s) for s in sig.inputs},
@@ -40,13 +42,13 @@ def _signature_defs(predictor: Predictor) -> dict[str, Any]:
     }}
 
 
-def metadata(model: str, version: Version, predictor: Predictor) -> dict[str, Any]:
+def metadata(model: str, version: Version, predictor: Predictor) -> bytes:
+    """The GetModelMetadataResponse body, as TF Serving writes it."""
     spec: dict[str, Any] = {"name": model, "signature_name": ""}
     number = number_of(version)
     if number is not None:
         spec["version"] = str(number)
-    return {"model_spec": spec,
-            "metadata": {"signature_def": {"signature_def": _signature_defs(predictor)}}}
+    return metadata_text(spec, _signature_defs(predictor)).encode()
 
 
 def check_signature(predictor: Predictor, signature_name: str | None) -> None:

@@ -106,3 +106,67 @@ def tf1_without_serve_tag(directory: Path) -> Path:
                 "serving_default": tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": x})})
         builder.save()
     return directory
+
+
+# -- TF1-era exports declared like TensorFlow Serving's testdata --------------------------------
+
+def half_plus_two(directory: Path, b: float = 2.0) -> Path:
+    """Like tensorflow_serving/servables/tensorflow/testdata/saved_model_half_plus_two.py: x is
+    feature "x" of serialized tf.Example (static shape [?, 1]), y = 0.5 * x + b; signatures
+    serving_default (predict x -> y), regress_x_to_y and classify_x_to_y (tf.Example -> y)."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        a, bias = v1.Variable(0.5, name="a"), v1.Variable(b, name="b")
+        serialized = v1.placeholder(tf.string, name="tf_example", shape=[None])
+        parsed = tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        x = tf.identity(parsed["x"], name="x")
+        y = tf.identity(a * x + bias, name="y")
+        info = v1.saved_model.utils.build_tensor_info
+        build = v1.saved_model.signature_def_utils.build_signature_def
+        builder = v1.saved_model.Builder(str(directory))
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
+                "serving_default": build({"x": info(x)}, {"y": info(y)}, "tensorflow/serving/predict"),
+                "regress_x_to_y": build({"inputs": info(serialized)}, {"outputs": info(y)},
+                                        "tensorflow/serving/regress"),
+                "classify_x_to_y": build({"inputs": info(serialized)}, {"scores": info(y)},
+                                         "tensorflow/serving/classify"),
+            })
+        builder.save()
+    return directory
+
+
+#: dtypes of the `echo_<name>` signatures of types_model (y = x, any shape).
+ECHO_DTYPES = ("float", "double", "int8", "uint8", "int16", "int32", "int64", "uint32", "uint64",
+               "bool", "string", "half", "uint16")
+
+
+def types_model(directory: Path) -> Path:
+    """A v1 builder export with one `echo_<dtype>` signature per ECHO_DTYPES (x -> y, unknown shape),
+    and `mixed`: a float [?, 2], n int64 [?], s string [?] -> total float [?], n2 int64 [?],
+    s_bytes (= s) and size int32 [?] (several named inputs and outputs, string and int inputs)."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        info = v1.saved_model.utils.build_tensor_info
+        build = v1.saved_model.signature_def_utils.build_signature_def
+        signatures = {}
+        for name in ECHO_DTYPES:
+            x = v1.placeholder(tf.as_dtype(name), name=f"x_{name}")
+            signatures[f"echo_{name}"] = build({"x": info(x)}, {"y": info(tf.identity(x))},
+                                               "tensorflow/serving/predict")
+        a = v1.placeholder(tf.float32, [None, 2], name="a")
+        n = v1.placeholder(tf.int64, [None], name="n")
+        s = v1.placeholder(tf.string, [None], name="s")
+        signatures["mixed"] = build(
+            {"a": info(a), "n": info(n), "s": info(s)},
+            {"total": info(tf.reduce_sum(a, axis=1) + tf.cast(n, tf.float32)), "n2": info(n * 2),
+             "s_bytes": info(tf.identity(s)), "size": info(tf.strings.length(s))},
+            "tensorflow/serving/predict")
+        builder = v1.saved_model.Builder(str(directory))
+        with v1.Session(graph=graph) as session:
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map=signatures)
+        builder.save()
+    return directory

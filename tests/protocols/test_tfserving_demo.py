@@ -3,6 +3,8 @@ the promise that serving scikit-learn over every route never imports TensorFlow.
 
 from __future__ import annotations
 
+import http.client
+import json
 import shutil
 import subprocess
 import sys
@@ -29,30 +31,55 @@ def test_documented_session_against_the_demo(tmp_path: Path, live_server: Any) -
     server = live_server(demo / "bootstrap.yaml", env={"MLEMU_PROJECT": "demo"})
     url = server.url
 
-    status = requests.get(f"{url}/v1/models/half_plus_three", timeout=30)
-    assert status.json() == {"model_version_status": [
-        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
-    # curl -d '{"instances": [1.0, 2.0, 5.0]}' -X POST .../v1/models/half_plus_three:predict
-    predict = requests.post(f"{url}/v1/models/half_plus_three:predict",
-                            data='{"instances": [1.0, 2.0, 5.0]}', timeout=30)
-    assert (predict.status_code, predict.json()) == (200, {"predictions": [3.5, 4.0, 5.5]})
-    regress = requests.post(f"{url}/v1/models/half_plus_three:regress", timeout=30, data=(
-        '{"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}, {"x": 2.0}]}'))
-    assert (regress.status_code, regress.json()) == (200, {"results": [3.5, 4.0]})
-    missing = requests.post(f"{url}/v1/models/half:predict", data='{"instances": [1.0, 2.0, 5.0]}',
-                            timeout=30)
-    assert (missing.status_code, missing.json()) == (
-        404, {"error": "Servable not found for request: Latest(half)"})
+    # The seed's documented session (api_rest.md "Example", run with curl), byte for byte.
+    assert curl(url, "GET", "/v1/models/half_plus_three") == (200, "OK", (
+        b'{\n "model_version_status": [\n  {\n   "version": "123",\n   "state": "AVAILABLE",\n'
+        b'   "status": {\n    "error_code": "OK",\n    "error_message": ""\n   }\n  }\n ]\n}\n'))
+    # api_rest.md shows `[3.5, 4.0, 5.5]` closing on its line; the release's code
+    # (json_tensor.cc MakeRowFormatJsonFromTensors: PrettyWriter, single-line items, then the
+    # default format for EndArray) writes the newline and indent before `]`. The code is what answers.
+    predict = curl(url, "POST", "/v1/models/half_plus_three:predict", '{"instances": [1.0,2.0,5.0]}')
+    assert predict == (200, "OK", b'{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}')
+    assert json.loads(predict[2]) == {"predictions": [3.5, 4.0, 5.5]}  # the document's values
+    regress = curl(url, "POST", "/v1/models/half_plus_three:regress",
+                   '{"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}, {"x": 2.0}]}')
+    assert regress == (200, "OK", b'{\n    "results": [3.5, 4.0]\n}')
+    # curl -i: "HTTP/1.1 404 Not Found", Content-Type: application/json. The document's body and
+    # Content-Length (65) are a 2018 server's, which wrote `{ "error": "..." }` by hand; since 2020
+    # MakeJsonFromStatus writes it with PrettyWriter: 63 bytes.
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    connection.request("POST", "/v1/models/half:predict", body='{"instances": [1.0,5.0]}',
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    missing = connection.getresponse()
+    body = missing.read()
+    assert (missing.version, missing.status, missing.reason) == (11, 404, "Not Found")
+    assert missing.getheader("Content-Type") == "application/json"
+    assert missing.getheader("Content-Length") == "63" == str(len(body))
+    assert body == b'{\n    "error": "Servable not found for request: Latest(half)"\n}'
+    connection.close()
+
     # The label from demo/bootstrap.yaml, and the same model through AI Platform.
     labelled = requests.post(f"{url}/v1/models/half_plus_three/labels/stable:predict",
                              data='{"inputs": {"x": [1.0, 2.0]}}', timeout=30)
     assert labelled.json() == {"outputs": [3.5, 4.0]}
     ai = requests.post(f"{url}/v1/projects/demo/models/half_plus_three:predict",
                        json={"instances": [1.0, 2.0, 5.0]}, timeout=30)
-    assert ai.content.rstrip() == predict.content.rstrip()  # ml v1 ends with a newline
+    assert ai.json() == {"predictions": [3.5, 4.0, 5.5]}
     iris = requests.post(f"{url}/v1/models/iris/versions/2:predict",
                          data='{"instances": [[5.1, 3.5, 1.4, 0.2]]}', timeout=30)
     assert iris.json() == {"predictions": [0]}
+
+
+def curl(url: str, method: str, path: str, data: str | None = None) -> tuple[int, str, bytes]:
+    """What `curl [-d DATA] -X METHOD URL` sends (a form content type) and gets back."""
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    headers = {"Content-Type": "application/x-www-form-urlencoded"} if data is not None else {}
+    connection.request(method, path, body=data, headers=headers)
+    response = connection.getresponse()
+    try:
+        return response.status, response.reason, response.read()
+    finally:
+        connection.close()
 
 
 NO_TENSORFLOW = textwrap.dedent("""
