@@ -49,7 +49,9 @@ def environment(names: list[str]) -> dict[str, Any]:
     for name in KEY_PACKAGES[:9]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             mlemu[name] = metadata.version(name)
-    peers = {n: _freeze(str(VENVS / n / "bin" / "python")) for n in names if n in PEERS}
+    # flask runs in mlemu's environment (its packages are listed with mlemu's).
+    peers = {n: _freeze(str(VENVS / n / "bin" / "python")) for n in names
+             if n in PEERS and (VENVS / n).is_dir()}
     return {
         "cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(int(mem) / 1024 / 1024, 1),
         "os": osr.get("PRETTY_NAME", "").strip('"'), "kernel": platform.release(),

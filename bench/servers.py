@@ -59,6 +59,7 @@ class Server:
         self.workdir = workdir
         self.port = 0
         self.grpc_port = 0
+        self.with_grpc = False  # whether this start opens gRPC where it is off by default
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
