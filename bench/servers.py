@@ -139,6 +139,16 @@ class MlemuThreads(MlemuLever):
     lever = "32 threads per worker instead of the default 8 (README, Performance)"
 
 
+class MlemuThreads4(MlemuLever):
+    """Not in the default run: for the c=8 tail hypotheses (bench/NOTES.md), fewer threads
+    contending for each worker's GIL."""
+
+    name = "mlemu-threads4"
+    measured = PEER_MODELS
+    lever_env = (("MLEMU_THREADS", "4"),)
+    lever = "4 threads per worker instead of the default 8"
+
+
 class MlemuUnbatched(MlemuLever):
     name = "mlemu-unbatched"
     measured = ("logreg", "forest")
@@ -236,6 +246,7 @@ class NaiveFlask(Server):
 
 
 SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads32": MlemuThreads,
+                                    "mlemu-threads4": MlemuThreads4,
                                     "mlemu-unbatched": MlemuUnbatched,
                                     "mlemu-xgb-allthreads": MlemuXgbAllThreads,
                                     "mlserver": MLServer, "kserve": KServe, "flask": NaiveFlask}
