@@ -48,10 +48,11 @@ system-deps:
 	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q --no-install-recommends $$missing; \
 	fi
 
-# Benchmark (README "Performance"): peers in their own virtualenvs, wrk from Debian.
+# Benchmark (README "Performance"): peers in their own virtualenvs, wrk and h2load from Debian.
 BENCH_VENVS := bench/.venvs
-bench-deps: venv $(BENCH_VENVS)/mlserver/.installed $(BENCH_VENVS)/kserve/.installed
-	@command -v wrk >/dev/null || { apt-get update && apt-get install -y wrk; }
+# The load generators join system-deps' list for this target (and its prerequisites) only.
+bench-deps: SYSTEM_DEPS += wrk:/usr/bin/wrk nghttp2-client:/usr/bin/h2load
+bench-deps: venv system-deps $(BENCH_VENVS)/mlserver/.installed $(BENCH_VENVS)/kserve/.installed
 
 $(BENCH_VENVS)/%/.installed: bench/requirements-%.txt
 	test -x $(BENCH_VENVS)/$*/bin/python || $(PYTHON) -m venv $(BENCH_VENVS)/$*

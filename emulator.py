@@ -152,7 +152,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     store = open_store(settings.database_url, settings.state_dir)
     gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
     options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread)
-    deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options)
+    deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
+                              max_loaded=settings.max_loaded_versions)
     emu = Emulator(settings, store, deployments, iam)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)

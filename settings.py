@@ -58,6 +58,7 @@ SETTINGS = (
     Var("public_url", ("MLEMU_PUBLIC_URL",)),
     Var("xgboost_nthread", ("MLEMU_XGBOOST_NTHREAD",), INTEGER),
     Var("batch_max_instances", ("MLEMU_BATCH_MAX_INSTANCES",), INTEGER),
+    Var("max_loaded_versions", ("MLEMU_MAX_LOADED_VERSIONS",), INTEGER),
     Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
     Var("max_message_bytes", ("MLEMU_MAX_MESSAGE_BYTES",), INTEGER),
     Var("grps_default_model", ("MLEMU_GRPS_MODEL",)),
@@ -84,6 +85,10 @@ class Settings:
     xgboost_nthread: int = 1
     #: Bound on one merged call of adaptive batching; 0 turns batching off (predictors/batching.py).
     batch_max_instances: int = 64
+    #: Most versions each serving process keeps loaded; beyond it the least recently used one is
+    #: unloaded and reloads on demand (registry/deployments.py). 0: no bound. 256 holds 200 small
+    #: scikit-learn versions while bounding a laptop's memory when models are large.
+    max_loaded_versions: int = 256
     database_url: str | None = None
     grpc_port: int = DEFAULT_GRPC_PORT
     public_url: str | None = None

@@ -21,8 +21,10 @@ MODELS = {
     "forest": "scikit-learn RandomForestClassifier, 100 trees, depth 8",
     "xgb": "XGBoost classifier (binary:logistic), 100 rounds, depth 6",
     "tf": "TensorFlow SavedModel, Dense(64, relu) -> Dense(1, sigmoid) over 30 features",
+    "tf1": "the same network as a TF1-era export (v1 SavedModelBuilder, x [?, 30] -> score [?])",
 }
 PEER_MODELS = ("logreg", "forest", "xgb")
+TF_MODELS = ("tf", "tf1")
 
 
 def training_data(n: int = 4000) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +46,7 @@ def build(root: Path, with_tf: bool = True) -> dict[str, Path]:
     import joblib
 
     x, y = training_data()
-    dirs = {name: root / name for name in MODELS if with_tf or name != "tf"}
+    dirs = {name: root / name for name in MODELS if with_tf or name not in TF_MODELS}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     if not (dirs["logreg"] / "model.joblib").exists():
@@ -65,17 +67,47 @@ def build(root: Path, with_tf: bool = True) -> dict[str, Path]:
         booster.save_model(str(dirs["xgb"] / "model.json"))
         (dirs["xgb"] / "model.json").rename(dirs["xgb"] / "model.bst")
     if with_tf and not (dirs["tf"] / "saved_model.pb").exists():
-        _build_tf(dirs["tf"], x, y)
+        _build_tf(dirs["tf"])
+    if with_tf and not (dirs["tf1"] / "saved_model.pb").exists():
+        _build_tf1(dirs["tf1"])
     return dirs
 
 
-def _build_tf(directory: Path, x: np.ndarray, y: np.ndarray) -> None:
+def _tf_weights() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(SEED)
+    return (rng.normal(scale=0.2, size=(FEATURES, 64)).astype(np.float32),
+            np.zeros(64, np.float32), rng.normal(scale=0.2, size=(64, 1)).astype(np.float32))
+
+
+def _build_tf1(directory: Path) -> None:
+    """The Dense network exported the TF1 way users' Estimator-era models were: a graph with a
+    static-width placeholder [?, 30], variables restored from the checkpoint, a predict
+    serving_default signature built by the v1 SavedModelBuilder."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(SEED)
-    w1 = tf.constant(rng.normal(scale=0.2, size=(FEATURES, 64)), tf.float32)
-    b1 = tf.constant(np.zeros(64), tf.float32)
-    w2 = tf.constant(rng.normal(scale=0.2, size=(64, 1)), tf.float32)
+    w1, b1, w2 = _tf_weights()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, FEATURES], name="x")
+        kernel1 = v1.get_variable("w1", initializer=w1)
+        bias1 = v1.get_variable("b1", initializer=b1)
+        kernel2 = v1.get_variable("w2", initializer=w2)
+        score = tf.sigmoid(tf.matmul(tf.nn.relu(tf.matmul(x, kernel1) + bias1), kernel2))[:, 0]
+        builder = v1.saved_model.Builder(str(directory))
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
+                "serving_default": v1.saved_model.predict_signature_def({"x": x},
+                                                                        {"score": score})})
+        builder.save()
+
+
+def _build_tf(directory: Path) -> None:
+    """The Dense network as a TF2 SavedModel (tf.saved_model.save of a tf.Module)."""
+    import tensorflow as tf
+
+    w1, b1, w2 = (tf.constant(w) for w in _tf_weights())
 
     class Net(tf.Module):
         def __init__(self) -> None:
@@ -140,6 +172,29 @@ def floor_calls(model_dir: Path, name: str, body: bytes) -> tuple[Callable[[], A
     return (lambda: model_call(array)), full
 
 
+def tf_floor_calls(model_dir: Path, body: bytes) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The in-process floor for a SavedModel (issue 21: the signature call on the same batch):
+    the `serving_default` signature alone on a ready float32 tensor, and orjson decode +
+    `np.asarray(float32)` + signature + orjson encode. Imports TensorFlow into this process:
+    called only in the TensorFlow phase, after the other scenarios."""
+    import orjson
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    (name,) = signature.structured_input_signature[1]
+    (output,) = signature.structured_outputs
+    tensor = tf.constant(np.asarray(orjson.loads(body)["instances"], np.float32))
+
+    def full() -> bytes:
+        rows = tf.constant(np.asarray(orjson.loads(body)["instances"], np.float32))
+        return orjson.dumps({"predictions": signature(**{name: rows})[output].numpy().tolist()})
+
+    def alone() -> Any:
+        return signature(**{name: tensor})[output].numpy()
+
+    return alone, full
+
+
 TF_REFERENCE = """
 import json, sys
 import numpy as np
@@ -148,7 +203,7 @@ model = tf.saved_model.load(sys.argv[1])
 rows = np.asarray(json.load(sys.stdin), np.float32)
 out = model.signatures["serving_default"](x=tf.constant(rows))["score"].numpy()
 print(json.dumps(out.tolist()))
-"""
+"""  # both exports: input x [?, 30] float32, output score [?]
 
 
 def tf_reference(model_dir: Path, rows: list[list[float]]) -> list[float]:

@@ -1,4 +1,4 @@
-"""The ratio table, the targets of issue 8, the environment, and bench/RESULTS.md."""
+"""The figures table, the environment, and bench/RESULTS.md (the targets: bench/targets.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.servers import ROOT, VENVS
+from bench import targets
+from bench.servers import PEERS, ROOT, VENVS
+from bench.targets import best_peer, fmt, get
 
-PEERS = ("mlserver", "kserve")
-MODELS = ("logreg", "forest", "xgb", "tf")
+MODELS = ("logreg", "forest", "xgb", "tf", "tf1")
 KEY_PACKAGES = ("flask", "gunicorn", "orjson", "pysimdjson", "numpy", "scikit-learn", "xgboost-cpu",
                 "xgboost", "tensorflow-cpu", "mlserver", "mlserver-sklearn", "mlserver-xgboost", "kserve",
                 "fastapi", "uvicorn", "pydantic")
@@ -48,24 +49,18 @@ def environment(names: list[str]) -> dict[str, Any]:
     for name in KEY_PACKAGES[:9]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             mlemu[name] = metadata.version(name)
-    peers = {n: _freeze(str(VENVS / n / "bin" / "python")) for n in names if n in PEERS}
+    # flask runs in mlemu's environment (its packages are listed with mlemu's).
+    peers = {n: _freeze(str(VENVS / n / "bin" / "python")) for n in names
+             if n in PEERS and (VENVS / n).is_dir()}
     return {
         "cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(int(mem) / 1024 / 1024, 1),
         "os": osr.get("PRETTY_NAME", "").strip('"'), "kernel": platform.release(),
         "python": sys.version.split()[0], "wrk": _run(["wrk", "-v"]).splitlines()[0:1],
+        "h2load": _run(["h2load", "--version"]).splitlines()[0:1],
         "mlemu_commit": _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
         "mlemu_packages": mlemu, "peer_packages": peers,
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
-
-
-def _get(result: dict[str, Any], *path: str) -> float | None:
-    value: Any = result
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value if isinstance(value, (int, float)) else None
 
 
 def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | None], float | None]]:
@@ -77,7 +72,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
             floor: float | None = None) -> None:
         values = {}
         for name, res in servers.items():
-            v = _get(res, *path)
+            v = get(res, *path)
             values[name] = v * scale if v is not None else None
         out.append((label, higher, values, floor))
 
@@ -87,12 +82,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
             add(f"{model} c={c} p50 ms", False, ("load", model, f"c{c}", "p50_us"), 1e-3)
             add(f"{model} c={c} p99 ms", False, ("load", model, f"c{c}", "p99_us"), 1e-3)
             add(f"{model} c={c} errors", False, ("load", model, f"c{c}", "errors"))
-    for model in MODELS[:3]:
+    for model in MODELS:
         for n in (1000, 10000):
-            floor = _get(results, "floor", f"{model}/{n}", "full_s")
+            floor = get(results, "floor", f"{model}/{n}", "full_s")
             add(f"{model} {n} instances ms", False, ("big", model, str(n), "min_s"), 1e3,
                 floor * 1e3 if floor is not None else None)
-            model_s = _get(results, "floor", f"{model}/{n}", "model_s")
+            model_s = get(results, "floor", f"{model}/{n}", "model_s")
             if model_s is not None:
                 out.append((f"{model} {n} instances: model call alone ms", False, {},
                             model_s * 1e3))
@@ -111,27 +106,34 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
     add("cold start, one sklearn model s", False, ("cold_start_s",))
     add("idle PSS, one sklearn model MiB", False, ("idle_one_sklearn_model", "pss_mib"))
     add("idle RSS, one sklearn model MiB", False, ("idle_one_sklearn_model", "rss_mib"))
-    add("idle PSS, all models MiB", False, ("memory_idle_all_models", "pss_mib"))
-    add("PSS after load MiB", False, ("memory_after_load", "pss_mib"))
-    add("RSS after load MiB", False, ("memory_after_load", "rss_mib"))
+    for model in MODELS:
+        add(f"{model}: PSS after its load MiB", False, ("memory_after_load", model, "pss_mib"))
+    add("gRPC V2 ModelInfer logreg c=8 requests/s", True, ("grpc", "rps"))
+    add("gRPC V2 ModelInfer logreg c=8 p50 ms", False, ("grpc", "p50_us"), 1e-3)
+    add("gRPC V2 ModelInfer logreg c=8 p99 ms", False, ("grpc", "p99_us"), 1e-3)
+    add("gRPC V2 ModelInfer logreg c=8 errors", False, ("grpc", "errors"))
+    many = results.get("many", {})
+    for layout in ("one", "all", "capped"):
+        for label, path, scale in (("ready s", ("ready_s",), 1.0),
+                                   ("idle PSS MiB", ("memory_idle", "pss_mib"), 1.0),
+                                   ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),
+                                   ("c=8 spread p99 ms", ("load_c8", "p99_us"), 1e-3),
+                                   ("c=8 spread requests/s", ("load_c8", "rps"), 1.0),
+                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0)):
+            v = get(many, layout, *path)
+            if v is not None:
+                out.append((f"many models ({layout}: {_layout(many, layout)}) {label}",
+                            "requests/s" in label, {"mlemu": v * scale}, None))
+    extra = many.get("pss_per_extra_version_mib")
+    if extra is not None:
+        out.append(("many models: PSS per extra loaded version MiB", False, {"mlemu": extra}, None))
     return out
 
 
-def _best(values: dict[str, float | None], higher: bool) -> float | None:
-    peers = [v for k, v in values.items() if k in PEERS and v is not None]
-    if not peers:
-        return None
-    return max(peers) if higher else min(peers)
-
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if v else "0"
+def _layout(many: dict[str, Any], layout: str) -> str:
+    n = many.get("versions", 0)
+    return {"one": "1 version", "all": f"{n} versions",
+            "capped": f"{n} versions, MLEMU_MAX_LOADED_VERSIONS={n // 2}"}[layout]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -147,67 +149,13 @@ def table(results: dict[str, Any]) -> str:
     for label, higher, values, floor in rows(results):
         if not any(values.get(n) is not None for n in names) and floor is None:
             continue
-        best = _best(values, higher)
+        best = best_peer(values, higher)
         mine = values.get("mlemu")
-        cells = [label, *(_fmt(values.get(n)) for n in names), _fmt(best),
-                 "-" if label.endswith("errors") else _ratio(mine, best), _fmt(floor),
+        cells = [label, *(fmt(values.get(n)) for n in names), fmt(best),
+                 "-" if label.endswith("errors") else _ratio(mine, best), fmt(floor),
                  _ratio(mine, floor)]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + targets(results)
-
-
-def targets(results: dict[str, Any]) -> str:
-    """Issue 8's targets, each with the measured ratio and whether it is met."""
-    s = results["servers"]
-
-    def peer_best(path: tuple[str, ...], higher: bool) -> float | None:
-        return _best({n: _get(s.get(n, {}), *path) for n in PEERS}, higher)
-
-    def mine(path: tuple[str, ...], server: str = "mlemu") -> float | None:
-        return _get(s.get(server, {}), *path)
-
-    checks: list[tuple[str, float | None, float | None, str, float]] = []
-
-    def check(label: str, a: float | None, b: float | None, op: str, bound: float,
-              scale: float = 1.0) -> None:
-        """One target; `scale` converts both figures to the unit the label names."""
-        def scaled(x: float | None) -> float | None:
-            return None if x is None else x * scale
-
-        checks.append((label, scaled(a), scaled(b), op, bound))
-
-    rps = ("load", "logreg", "c8", "rps")
-    check("LogisticRegression c=8 requests/s vs best peer", mine(rps), peer_best(rps, True), ">=", 1.3)
-    rps = ("load", "forest", "c64", "rps")
-    check("RandomForest c=64 requests/s vs best peer", mine(rps), peer_best(rps, True), ">=", 5.0)
-    p99 = ("load", "forest", "c64", "p99_us")
-    check("RandomForest c=64 p99 ms vs best peer's p99", mine(p99), peer_best(p99, False), "<=", 1.0,
-          1e-3)
-    ab = results.get("ab_forest_c1", {})
-    check("RandomForest c=1 p50 ms vs mlemu unbatched (interleaved runs)",
-          ab.get("batched_p50_us"), ab.get("unbatched_p50_us"), "<=", 1.10, 1e-3)
-    rps = ("load", "xgb", "c8", "rps")
-    check("XGBoost c=8 requests/s vs best peer", mine(rps), peer_best(rps, True), ">=", 1.5)
-    for model in ("logreg", "forest", "xgb"):
-        big = ("big", model, "10000", "min_s")
-        check(f"{model} 10,000 instances ms vs in-process floor", mine(big),
-              _get(results, "floor", f"{model}/10000", "full_s"), "<=", 1.25, 1e3)
-        check(f"{model} 10,000 instances ms vs fastest peer", mine(big), peer_best(big, False), "<",
-              1.0, 1e3)
-    cold = ("cold_start_s",)
-    check("cold start s (one sklearn model) vs best peer", mine(cold), peer_best(cold, False), "<=", 0.5)
-    pss = ("idle_one_sklearn_model", "pss_mib")
-    check("idle PSS MiB (one sklearn model) vs best peer", mine(pss), peer_best(pss, False), "<=", 0.5)
-    lines = ["| target | mlemu | reference | ratio | goal | met |", "|---|---|---|---|---|---|"]
-    for label, a, b, op, bound in checks:
-        if a is None or b is None or b == 0:
-            lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} | - | {op} {bound} | not measured |")
-            continue
-        r = a / b
-        met = {">=": r >= bound, "<=": r <= bound, "<": r < bound}[op]
-        lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} | {r:.2f}x | {op} {bound} | "
-                     f"{'yes' if met else 'NO'} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + targets.table(results)
 
 
 def write_results_md(path: Path, results: dict[str, Any], table_text: str, raw: Path) -> None:
@@ -224,14 +172,15 @@ def write_results_md(path: Path, results: dict[str, Any], table_text: str, raw: 
 
 Generated by `python -m bench{flag}` (what `make {target}` runs after installing the peers)
 on {env['date_utc']} UTC in {results['elapsed_s'] / 60:.1f} minutes; raw figures in
-`bench/results/{raw.name}` (not committed). Ratios are measured side by side in one run: the
-servers run at once on the same machine, model files, request bodies and load generator, and every
-load scenario is run on each server in turn (the order rotating), seconds apart.
+`bench/results/{raw.name}` (not committed). One server is under load at a time, each started with
+only the model under test; the servers take turns in a rotating order, {plan['rounds']} round(s),
+and each load figure is the median over the rounds.
 
 ## Machine and versions
 
 - CPU: {env['cpu']}, {env['cores']} cores; {env['memory_gib']} GiB; {env['os']}, Linux {env['kernel']}
-- Python {env['python']}; load generator: {' '.join(env['wrk'])} (Debian), 127.0.0.1 only
+- Python {env['python']}; load generators: {' '.join(env['wrk'])} (Debian) and """ + \
+        f"""{' '.join(env.get('h2load', []))} (Debian nghttp2-client), 127.0.0.1 only
 - mlemu {env['mlemu_commit']}: """ + ", ".join(f"{k}=={v}" for k, v in env["mlemu_packages"].items()) + f"""
 {peers}
 
@@ -239,39 +188,44 @@ load scenario is run on each server in turn (the order rotating), seconds apart.
 
 {settings}
 
-## Method
+## Method (bench/NOTES.md, "Fair peers", says why)
 
-- Models (bench/models.py, trained at run time): LogisticRegression (30 features), RandomForestClassifier
-  (100 trees, depth 8), XGBoost binary:logistic (100 rounds, depth 6), and for mlemu a TensorFlow
-  SavedModel (Dense 64 relu, Dense 1 sigmoid). Predictions are labels (scikit-learn `predict`) and
-  probabilities (XGBoost, TensorFlow) on every server.
-- Load: `wrk -t{{1|2}} -c{{1,8,64}} -d{plan['seconds']:g}s --timeout 10s -s bench/post.lua URL` after a
-  {plan['warmup']:g} s unmeasured run, one single-instance body per protocol (AI Platform
-  `{{"instances": [...]}}`, V2 `{{"inputs": [...]}}`, KServe V1 `{{"instances": [...]}}`). The Lua script
-  checks every answer: status 200 and the same predictions as the thread's first answer, which is
-  checked against the in-process prediction; errors counts everything else. After the load, 64
-  single-row requests with distinct rows from 16 threads are each checked against their own row's
-  prediction.
-- Big requests: one request of 1,000 and of 10,000 instances x 30 features, each server on its own
-  keep-alive connection, and the in-process floor (orjson decode + `np.asarray` + model + orjson
-  encode of the same body, no HTTP) taking turns call by call, the order rotating: one unmeasured
-  call each, then {plan['big_repeats']} rounds; the figure is each one's best call (other work on
-  this machine only ever adds time, and taking turns spreads it over all of them alike). Every
-  answer is checked in full, outside the timing. The servers' figures also include moving the
-  body over HTTP, which the floor does not, but mlemu decodes such an all-number body with
-  simdjson straight into the array (`wirearray.py`; the "lever 10,000 instances to an array"
-  row) where the floor, as the issue defines it, uses orjson and `np.asarray`, so mlemu can
-  come in under it. "Model call alone" is the model on a ready array, best of
-  {plan['floor_repeats']}.
-- RandomForest c=1 with and without batching: both mlemu servers run side by side and take turns
-  ({plan['ab_rounds']} alternating wrk runs each), so that drifting load on the machine hits both
-  alike; the figure is the median of each one's p50s.
+- Models (bench/models.py, trained at run time): LogisticRegression (30 features),
+  RandomForestClassifier (100 trees, depth 8), XGBoost binary:logistic (100 rounds, depth 6), a
+  TensorFlow SavedModel (Dense 64 relu, Dense 1 sigmoid; `tf`) and the same network as a TF1-era
+  export (v1 SavedModelBuilder, placeholder [?, 30]; `tf1`). Predictions are labels
+  (scikit-learn `predict`) and probabilities (XGBoost, TensorFlow) on every server.
+- Load: per server and model, `wrk -t{{1|2}} -c{{1,8,64}} -d{plan['seconds']:g}s --timeout 10s -s
+  bench/post.lua URL` after a {plan['warmup']:g} s unmeasured run, one single-instance body per
+  protocol (AI Platform and KServe V1 `{{"instances": [...]}}`, V2 `{{"inputs": [...]}}`). wrk counts
+  statuses only (no Lua per response); meanwhile a sampler posts one distinct row every 50 ms on
+  its own connection and checks its answer in full; before the load the first answer is checked,
+  and after it 64 distinct rows from 16 threads are each checked against their own prediction.
+- gRPC: V2 `ModelInfer`, one FP64 row [1, 30] of LogisticRegression, `h2load -c8 -m1 -t1
+  -D{plan['seconds']:g} --warm-up-time={plan['warmup']:g}` replaying one prepared gRPC frame;
+  latency percentiles from h2load's per-request log; every answer of 64 distinct rows checked
+  with grpcio before and after, and sampled during the load.
+- Big requests: 1,000 and 10,000 instances x 30 features, every server serving the model on its
+  own keep-alive connection and the in-process floor (orjson decode + `np.asarray` + model or
+  `serving_default` signature + orjson encode, no HTTP) taking turns call by call, the order
+  rotating: one unmeasured call each, then {plan['big_repeats']} rounds; the figure is each one's
+  best call. Only one request is in flight at a time. Every answer is checked in full, outside
+  the timing. mlemu decodes all-number bodies with simdjson straight into the array
+  (`wirearray.py`) where the floor uses orjson and `np.asarray`, so mlemu can come in under it.
+  "Model call alone" is the model on a ready array, best of {plan['floor_repeats']}.
+- Many models: mlemu with {results.get('many', {}).get('versions', '-')} LogisticRegression
+  versions in one bootstrap file against one version: launch to ready, idle PSS, c=8 one-row
+  latency with requests spread over every version in turn, and the same with
+  MLEMU_MAX_LOADED_VERSIONS at half the versions (bench/many.py).
+- RandomForest c=1 with and without batching: both mlemu servers up, taking turns
+  ({plan['ab_rounds']} alternating runs each; at c=1 the idle one takes no CPU); median p50s.
 - Cold start: process launch to the first correct prediction with one LogisticRegression model
-  (median of {plan['cold_starts']}, one server at a time, the servers taking turns launch by
-  launch); idle memory 2 s after each one's first launch. Memory is RSS and PSS summed over the
-  server's whole process tree from /proc/PID/smaps_rollup.
-- mlemu-unbatched (MLEMU_BATCH_MAX_INSTANCES=0) and mlemu-xgb-allthreads (MLEMU_XGBOOST_NTHREAD=0)
-  serve the same models as mlemu with one lever changed: the before/after of that lever.
+  (median of {plan['cold_starts']}, the servers taking turns launch by launch); idle memory 2 s
+  after each one's first launch. Memory is RSS and PSS summed over the server's process tree
+  from /proc/PID/smaps_rollup.
+- mlemu is measured at its defaults. mlemu-threads32 (MLEMU_THREADS=32), mlemu-unbatched
+  (MLEMU_BATCH_MAX_INSTANCES=0) and mlemu-xgb-allthreads (MLEMU_XGBOOST_NTHREAD=0) change one
+  setting each: levers, never the figure a target is judged on.
 
 ## Figures
 

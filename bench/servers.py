@@ -1,13 +1,16 @@
 """The servers under test: how each is started, addressed, fed and read.
 
-Each gets both cores with the settings its users would use (README of each project):
-- mlemu: `python app.py serve` defaults (gunicorn, 2 gthread workers x 8 threads, adaptive
-  batching on), gRPC off (MLEMU_GRPC_PORT=0), request limit raised to 64 MiB for the
-  10,000-instance body (AI Platform's own limit is 1.5 MiB).
-- MLServer: `mlserver start` with parallel_workers=2 (one inference process per core; the default
-  is 1), adaptive batching off (its default), metrics and gRPC on their default (enabled).
-- KServe: the minimal `kserve.Model` subclass in kserve_server.py, `--workers 2` (one uvicorn
-  process per core), gRPC off, everything else default (latency logging on).
+Each is run as its users run it (bench/NOTES.md, "Fair peers"), one model per start:
+- mlemu: `python app.py serve` at its defaults (workers and threads from the CPUs, adaptive
+  batching on); the request limit raised to 64 MiB for the 10,000-instance body (AI Platform's
+  own limit is 1.5 MiB); gRPC on only for the gRPC scenario. Variants change one setting each
+  (levers, not servers of their own): more threads, batching off, XGBoost's all-core default.
+- MLServer: `mlserver start` with the settings its own benchmark uses (debug off, that is no
+  access log; parallel_workers = one inference process per CPU), adaptive batching off (its
+  default), metrics and gRPC servers on (default).
+- KServe: kserve_server.py, which starts as sklearnserver/xgbserver do (one model per server,
+  KServe's defaults: gRPC on, latency logging on), with `--workers 2`.
+- flask: naive_flask.py under gunicorn with mlemu's default process layout.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 VENVS = ROOT / "bench" / ".venvs"
+CPUS = len(os.sched_getaffinity(0))
+PEER_MODELS = ("logreg", "forest", "xgb")
+ALL_MODELS = ("logreg", "forest", "xgb", "tf", "tf1")
 
 
 def free_port() -> int:
@@ -33,25 +39,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def framework(model_dir: Path) -> str:
+    if (model_dir / "saved_model.pb").exists():
+        return "TENSORFLOW"
+    return "XGBOOST" if (model_dir / "model.bst").exists() else "SCIKIT_LEARN"
+
+
 class Server:
     name = ""
-    #: The JSON field wrk's script checks in every answer.
-    field = "predictions"
-    models: tuple[str, ...] = ("logreg", "forest", "xgb")
+    models: tuple[str, ...] = PEER_MODELS
     #: False: only the load runs (a variant measuring one lever, not a server of its own).
     full = True
     #: Models whose load scenarios run on this server (default: all it serves).
     measured: tuple[str, ...] = ()
+    #: Serves V2 ModelInfer over gRPC (inference.GRPCInferenceService).
+    grpc = False
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.port = 0
+        self.grpc_port = 0
+        self.with_grpc = False  # whether this start opens gRPC where it is off by default
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
 
-    def start(self, model_dirs: dict[str, Path], log: Path) -> subprocess.Popen[bytes]:
+    def start(self, model_dirs: dict[str, Path], log: Path,
+              grpc: bool = False) -> subprocess.Popen[bytes]:
+        """Start serving `model_dirs` (name -> directory); `grpc` also opens a gRPC port where
+        the server has one and does not open it by default."""
         self.port = free_port()
+        self.grpc_port = free_port() if self.grpc else 0
+        self.with_grpc = grpc
         argv, env = self.command(model_dirs)
         out = log.open("wb")
         return subprocess.Popen(argv, env={**os.environ, **env}, cwd=self.workdir, stdout=out,
@@ -72,20 +91,17 @@ class Server:
 
 class Mlemu(Server):
     name = "mlemu"
-    models = ("logreg", "forest", "xgb", "tf")
+    models = ALL_MODELS
+    grpc = True
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
-        frameworks = {"logreg": "SCIKIT_LEARN", "forest": "SCIKIT_LEARN", "xgb": "XGBOOST",
-                      "tf": "TENSORFLOW"}
         config = {"projects": {"bench": {"models": {
-            name: {"versions": {"v1": {"deploymentUri": str(d), "framework": frameworks[name]}}}
+            name: {"versions": {"v1": {"deploymentUri": str(d), "framework": framework(d)}}}
             for name, d in model_dirs.items()}}}}
         path = self.workdir / "mlemu.yaml"
         path.write_text(yaml.safe_dump(config))
-        # 32 threads per worker: batching can only merge requests that are in flight at once
-        # (README, "Performance").
-        env = {"MLEMU_GRPC_PORT": "0", "MLEMU_MAX_REQUEST_BYTES": str(64 << 20),
-               "MLEMU_PROJECT": "bench", "MLEMU_THREADS": "32"}
+        env = {"MLEMU_GRPC_PORT": str(self.grpc_port if self.with_grpc else 0),
+               "MLEMU_MAX_REQUEST_BYTES": str(64 << 20), "MLEMU_PROJECT": "bench"}
         state = self.workdir / "state"
         return ([sys.executable, str(ROOT / "app.py"), "serve", "--config", str(path), "--port",
                  str(self.port), "--state-dir", str(state)], env)
@@ -94,10 +110,9 @@ class Mlemu(Server):
         return f"http://127.0.0.1:{self.port}/v1/projects/bench/models/{model}:predict"
 
     def settings(self) -> str:
-        return ("`python app.py serve`: gunicorn, 2 gthread workers x 32 threads (MLEMU_THREADS=32, "
-                "as README \"Performance\" advises for many concurrent small requests), adaptive "
-                "batching on (default, 64 instances), XGBoost 1 OpenMP thread per call (default); "
-                "gRPC off; MLEMU_MAX_REQUEST_BYTES=64 MiB")
+        return ("`python app.py serve` at its defaults: gunicorn, workers and threads from the CPUs "
+                "(2 x 8 on 2 CPUs), adaptive batching on (64 instances), XGBoost 1 OpenMP thread "
+                "per call; MLEMU_MAX_REQUEST_BYTES=64 MiB; gRPC only in the gRPC scenario")
 
 
 class MlemuLever(Mlemu):
@@ -117,6 +132,23 @@ class MlemuLever(Mlemu):
         return f"as mlemu, with {changed} ({self.lever})"
 
 
+class MlemuThreads(MlemuLever):
+    name = "mlemu-threads32"
+    measured = PEER_MODELS
+    lever_env = (("MLEMU_THREADS", "32"),)
+    lever = "32 threads per worker instead of the default 8 (README, Performance)"
+
+
+class MlemuThreads4(MlemuLever):
+    """Not in the default run: for the c=8 tail hypotheses (bench/NOTES.md), fewer threads
+    contending for each worker's GIL."""
+
+    name = "mlemu-threads4"
+    measured = PEER_MODELS
+    lever_env = (("MLEMU_THREADS", "4"),)
+    lever = "4 threads per worker instead of the default 8"
+
+
 class MlemuUnbatched(MlemuLever):
     name = "mlemu-unbatched"
     measured = ("logreg", "forest")
@@ -133,14 +165,17 @@ class MlemuXgbAllThreads(MlemuLever):
 
 class MLServer(Server):
     name = "mlserver"
-    field = "data"
+    grpc = True
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
         repo = self.workdir / "repo"
         repo.mkdir(parents=True, exist_ok=True)
+        # MLServer's own benchmark settings (SeldonIO/MLServer benchmarking/testserver/
+        # settings.json): debug off (debug, the default, logs every request), one inference
+        # worker per core.
         (repo / "settings.json").write_text(json.dumps({
-            "parallel_workers": 2, "http_port": self.port, "grpc_port": free_port(),
-            "metrics_port": free_port(), "host": "127.0.0.1"}))
+            "debug": False, "parallel_workers": CPUS, "http_port": self.port,
+            "grpc_port": self.grpc_port, "metrics_port": free_port(), "host": "127.0.0.1"}))
         for name, d in model_dirs.items():
             (repo / name).mkdir(exist_ok=True)
             xgb = name == "xgb"
@@ -163,28 +198,56 @@ class MLServer(Server):
         return list(answer["outputs"][0]["data"])
 
     def settings(self) -> str:
-        return ("`mlserver start` with settings.json parallel_workers=2 (default 1), adaptive "
-                "batching off (default), gRPC and metrics servers on (default); V2 REST")
+        return (f"`mlserver start`, settings.json as MLServer's own benchmark: debug false (default "
+                f"true: a log line per request), parallel_workers={CPUS} (one per CPU; default 1); "
+                "adaptive batching off (default), gRPC and metrics servers on (default); V2 REST")
 
 
 class KServe(Server):
     name = "kserve"
+    grpc = True
 
     def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+        if len(model_dirs) != 1:  # sklearnserver and xgbserver serve one model each
+            raise ValueError("KServe's servers take one model each")
+        ((name, d),) = model_dirs.items()
         argv = [str(VENVS / "kserve" / "bin" / "python"), str(ROOT / "bench" / "kserve_server.py"),
-                "--http_port", str(self.port), "--grpc_port", str(free_port()), "--workers", "2"]
-        for d in model_dirs.values():
-            argv += ["--model_dir", str(d)]
+                "--model_name", name, "--model_dir", str(d), "--http_port", str(self.port),
+                "--grpc_port", str(self.grpc_port), "--workers", "2"]
         return argv, {}
 
     def url(self, model: str) -> str:
         return f"http://127.0.0.1:{self.port}/v1/models/{model}:predict"
 
     def settings(self) -> str:
-        return ("bench/kserve_server.py (a minimal kserve.Model subclass, sync predict) with "
-                "`--workers 2`; gRPC off; defaults otherwise (latency logging on); KServe V1 REST")
+        return ("bench/kserve_server.py: what KServe's sklearnserver / xgbserver 0.21 do (one model "
+                "per server, xgbserver's nthread=1), `--workers 2`, KServe's defaults otherwise "
+                "(gRPC on, latency logging on); KServe V1 REST")
 
 
-SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-unbatched": MlemuUnbatched,
+class NaiveFlask(Server):
+    name = "flask"
+    models = ALL_MODELS
+
+    def command(self, model_dirs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+        if len(model_dirs) != 1:
+            raise ValueError("the naive Flask app serves one model")
+        ((_, d),) = model_dirs.items()
+        argv = [sys.executable, "-m", "gunicorn", "--workers", "2", "--threads", "8", "--chdir",
+                str(ROOT / "bench"), "--bind", f"127.0.0.1:{self.port}", "naive_flask:app"]
+        return argv, {"BENCH_MODEL_DIR": str(d)}
+
+    def url(self, model: str) -> str:
+        return f"http://127.0.0.1:{self.port}/predict"
+
+    def settings(self) -> str:
+        return ("bench/naive_flask.py (Flask, model loaded at import, numpy in, `.tolist()` out) "
+                "under gunicorn --workers 2 --threads 8 (mlemu's default layout)")
+
+
+SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads32": MlemuThreads,
+                                    "mlemu-threads4": MlemuThreads4,
+                                    "mlemu-unbatched": MlemuUnbatched,
                                     "mlemu-xgb-allthreads": MlemuXgbAllThreads,
-                                    "mlserver": MLServer, "kserve": KServe}
+                                    "mlserver": MLServer, "kserve": KServe, "flask": NaiveFlask}
+PEERS = ("mlserver", "kserve", "flask")

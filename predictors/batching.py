@@ -26,7 +26,7 @@ the built-in frameworks; custom predictors opt in with a `batchable = True` clas
 For costly models one call at a time runs per predictor and process (parallelism comes from the
 worker processes); the requests waiting behind it form the next batch. Each loaded predictor's
 Batcher is kept in a `Batchers` owned by the emulator's Deployments, and dropped with the
-predictor.
+predictor (it holds the predictor only weakly, so an unloaded predictor is freed).
 """
 
 from __future__ import annotations
@@ -180,6 +180,21 @@ class Batcher:
         return True
 
 
+def _weak_predict(predictor: Any) -> PredictFn:
+    """`predictor.predict` without a strong reference to the predictor: the Batcher is the value
+    of a weak-keyed dict, and a value that held its own key would keep every unloaded predictor
+    (and its model) alive for good. Whoever calls the Batcher holds the predictor meanwhile."""
+    ref = weakref.ref(predictor)
+
+    def predict(instances: list[Any]) -> Any:
+        target = ref()
+        if target is None:  # cannot happen while a caller holds it; said plainly if it does
+            raise RuntimeError("the predictor of this batcher was unloaded")
+        return target.predict(instances)
+
+    return predict
+
+
 class Batchers:
     """The one Batcher of each loaded predictor, kept by the emulator's Deployments (so two
     emulators in one process never share one) and dropped with its predictor."""
@@ -194,7 +209,8 @@ class Batchers:
             with self._guard:
                 batcher = self._batchers.get(predictor)
                 if batcher is None or batcher.max_instances != max_instances:
-                    batcher = self._batchers[predictor] = Batcher(predictor.predict, max_instances)
+                    batcher = self._batchers[predictor] = Batcher(_weak_predict(predictor),
+                                                                  max_instances)
         return batcher
 
     def existing(self, predictor: Any) -> Batcher | None:

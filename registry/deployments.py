@@ -7,10 +7,17 @@ incarnation of that name (its `uid` changed: deleted and re-created) or it is dr
 many threads ask at once. A failed load is remembered for the same incarnation so a broken model
 does not reload on every request. Callers look the version up in the store on every request, so
 a version deleted through another process or instance stops serving here at once.
+
+Memory is bounded by a cap on loaded versions per process (MLEMU_MAX_LOADED_VERSIONS): loading
+one more than the cap unloads the least recently used one, which loads again on its next
+request. An unloaded predictor is not closed: it is only forgotten here, so a request (or a
+batch) already using it finishes normally and its memory is freed when the last of them lets go.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +32,24 @@ from registry.resources import Version
 
 Loader = Callable[[Version], Predictor]
 
+log = logging.getLogger("mlemu")
+
+
+class _Entry:
+    """One version's load result, and when it was last asked for (for least-recently-used)."""
+
+    __slots__ = ("uid", "used", "value")
+
+    def __init__(self, uid: str, value: Predictor | ApiError, used: int) -> None:
+        self.uid = uid
+        self.value = value
+        self.used = used
+
 
 class Deployments:
     def __init__(self, package_cache: Path, loader: Loader | None = None,
-                 gcs: GcsCache | None = None, options: PredictorOptions | None = None) -> None:
+                 gcs: GcsCache | None = None, options: PredictorOptions | None = None,
+                 max_loaded: int = 0) -> None:
         self._package_cache = package_cache
         #: How this emulator's built-in predictors run (e.g. XGBoost's threads per call).
         self.options = options or PredictorOptions()
@@ -37,7 +58,15 @@ class Deployments:
         #: Where gs:// artifacts are copied before loading (None: gs:// URIs fail to load).
         self.gcs = gcs
         self._loader = loader or self.load_version
-        self._entries: dict[str, tuple[str, Predictor | ApiError]] = {}
+        #: Most predictors kept loaded at once (0: no bound); see the module docstring.
+        self.max_loaded = max_loaded
+        self._entries: dict[str, _Entry] = {}
+        #: Version name -> uid of versions the cap unloaded after they loaded fine (they serve:
+        #: the next request reloads them).
+        self._unloaded: dict[str, str] = {}
+        # A use counter rather than an ordered dict: marking a use is one attribute write, with
+        # no lock on the request path; the rare eviction scans the entries instead.
+        self._clock = itertools.count()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -55,19 +84,21 @@ class Deployments:
 
     def get(self, version: Version) -> Predictor:
         entry = self._entries.get(version.name)
-        if entry is None or entry[0] != version.uid:
+        if entry is None or entry.uid != version.uid:
             entry = self._load(version)
-        value = entry[1]
+        else:
+            entry.used = next(self._clock)
+        value = entry.value
         if isinstance(value, ApiError):
             raise value
         return value
 
-    def _load(self, version: Version) -> tuple[str, Predictor | ApiError]:
+    def _load(self, version: Version) -> _Entry:
         with self._guard:
             lock = self._locks.setdefault(version.name, threading.Lock())
         with lock:
             entry = self._entries.get(version.name)
-            if entry is not None and entry[0] == version.uid:
+            if entry is not None and entry.uid == version.uid:
                 return entry  # another thread loaded it meanwhile
             value: Predictor | ApiError
             try:
@@ -76,35 +107,69 @@ class Deployments:
                 value = exc
             except Exception as exc:  # noqa: BLE001 - a loader bug must not leak a traceback
                 value = ModelLoadError(f"Could not load the model: {type(exc).__name__}: {exc}")
-            if entry is not None and not isinstance(entry[1], ApiError):
-                entry[1].close()
-            entry = (version.uid, value)
+            if entry is not None and not isinstance(entry.value, ApiError):
+                entry.value.close()
+            entry = _Entry(version.uid, value, next(self._clock))
             self._entries[version.name] = entry
-            return entry
+            self._unloaded.pop(version.name, None)
+        if not isinstance(value, ApiError):
+            self._enforce_cap(version.name)
+        return entry
+
+    def _enforce_cap(self, keep: str) -> None:
+        """Unload the least recently used predictors beyond `max_loaded` (never `keep`, the one
+        just loaded). Failed loads hold no model and do not count."""
+        if self.max_loaded <= 0:
+            return
+        with self._guard:
+            loaded = [(e.used, name, e) for name, e in list(self._entries.items())
+                      if not isinstance(e.value, ApiError) and name != keep]
+            excess = len(loaded) + 1 - self.max_loaded
+            if excess <= 0:
+                return
+            loaded.sort(key=lambda item: item[0])
+            for _, name, entry in loaded[:excess]:
+                if self._entries.get(name) is entry:
+                    del self._entries[name]
+                    self._unloaded[name] = entry.uid
+        # Not closed: a request or batch may still be running on it (module docstring).
+        for _, name, _ in loaded[:excess]:
+            log.info("unloaded %s: least recently used of more than %d loaded versions "
+                     "(MLEMU_MAX_LOADED_VERSIONS); it reloads on its next request",
+                     name, self.max_loaded)
 
     def drop(self, name: str, uid: str | None = None) -> None:
         """Unload `name` (only the incarnation `uid`, when given)."""
         with self._guard:
+            if uid is None or self._unloaded.get(name) == uid:
+                self._unloaded.pop(name, None)
             entry = self._entries.get(name)
-            if entry is None or (uid is not None and entry[0] != uid):
+            if entry is None or (uid is not None and entry.uid != uid):
                 return
             del self._entries[name]
-        if not isinstance(entry[1], ApiError):
-            entry[1].close()
+        if not isinstance(entry.value, ApiError):
+            entry.value.close()
 
     def prune(self, current_uid: Callable[[str], str | None]) -> list[str]:
         """Unload versions whose store incarnation is gone or changed (deleted or re-created
         through another process or instance; they stopped serving at once, this frees them)."""
         dropped = []
-        for name, (uid, _) in list(self._entries.items()):
+        known = [(name, e.uid) for name, e in list(self._entries.items())]
+        for name, uid in known + list(self._unloaded.items()):
             if current_uid(name) != uid:
                 self.drop(name, uid)
                 dropped.append(name)
         return dropped
 
     def loaded(self) -> dict[str, Predictor]:
-        return {n: e[1] for n, e in self._entries.items() if not isinstance(e[1], ApiError)}
+        return {n: e.value for n, e in list(self._entries.items())
+                if not isinstance(e.value, ApiError)}
 
     def is_loaded(self, version: Version) -> bool:
         entry = self._entries.get(version.name)
-        return entry is not None and entry[0] == version.uid and not isinstance(entry[1], ApiError)
+        return entry is not None and entry.uid == version.uid and not isinstance(entry.value, ApiError)
+
+    def serves(self, version: Version) -> bool:
+        """Loaded, or loaded fine before and unloaded by the cap (it reloads on demand): what
+        readiness asks of a bootstrap version."""
+        return self.is_loaded(version) or self._unloaded.get(version.name) == version.uid

@@ -1,0 +1,79 @@
+"""The load scenarios: one-row requests at concurrency 1, 8 and 64, one server under load at a
+time, and the RandomForest c=1 batched/unbatched A/B.
+
+Each round starts every server for one model at a time (only that model loaded, nothing else
+running), runs its concurrencies, checks 64 distinct rows in full (first round), and stops it;
+the servers take turns in an order that rotates from model to model and round to round, so a
+spell of other work on the machine spreads over all of them. The figures are medians over the
+rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import traceback
+from typing import Any
+
+from bench import measure, models
+from bench.harness import CONCURRENCY, Bench, median_run
+
+
+def load_rounds(bench: Bench, results: dict[str, Any]) -> None:
+    runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    turn = 0
+    for r in range(bench.plan.rounds):
+        for model in models.MODELS:
+            names = [n for n in bench.names if "failed" not in results["servers"][n]
+                     and model in (bench.server(n).measured or bench.server(n).models)]
+            turn += 1
+            for name in names[turn % max(1, len(names)):] + names[:turn % max(1, len(names))]:
+                server = bench.server(name)
+                try:
+                    proc, _ = bench.start(server, (model,), f"load-{model}-{r}")
+                except Exception as exc:  # a peer that cannot serve a model loses only that
+                    traceback.print_exc()
+                    results["servers"][name].setdefault("load_failed", {})[model] = repr(exc)
+                    continue
+                try:
+                    for c in CONCURRENCY:
+                        runs.setdefault((name, model, c), []).append(bench.one_load(server, model, c))
+                    if r == 0:
+                        measure.check_distinct(
+                            lambda rows, s=server, m=model: (s.url(m), s.body(rows)),
+                            server.predictions, bench.rows, bench.want[model],
+                            f"{name}/{model}/distinct rows")
+                        results["servers"][name].setdefault("memory_after_load", {})[model] = \
+                            measure.memory(proc.pid)
+                finally:
+                    measure.stop(proc)
+    for (name, model, c), figures in runs.items():
+        load = results["servers"][name].setdefault("load", {}).setdefault(model, {})
+        load[f"c{c}"] = median_run(figures)
+
+
+def ab_forest_c1(bench: Bench) -> dict[str, Any]:
+    """RandomForest at c=1, batched and unbatched mlemu side by side, taking turns (c=1 keeps
+    one request in flight at a time: the idle server takes no CPU)."""
+    servers = [bench.server("mlemu"), bench.server("mlemu-unbatched")]
+    procs = []
+    try:
+        for server in servers:
+            procs.append(bench.start(server, ("forest",), "ab")[0])
+        p50s: dict[str, list[float]] = {s.name: [] for s in servers}
+        for server in servers:
+            measure.wrk(server.url("forest"), bench.body_file(server, "forest"), 1,
+                        bench.plan.warmup)
+        for i in range(bench.plan.ab_rounds):
+            for server in servers[i % 2:] + servers[:i % 2]:  # alternate who goes first
+                result = bench.timed_load(server, "forest", 1, max(1.0, bench.plan.seconds / 2))
+                if result["errors"]:
+                    raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
+                p50s[server.name].append(result["p50_us"])
+    finally:
+        for proc in procs:
+            measure.stop(proc)
+    out = {"batched_p50_us": statistics.median(p50s["mlemu"]),
+           "unbatched_p50_us": statistics.median(p50s["mlemu-unbatched"]), "runs": p50s}
+    bench.log(f"forest c=1 p50 batched {out['batched_p50_us'] / 1e3:.2f} ms, unbatched "
+              f"{out['unbatched_p50_us'] / 1e3:.2f} ms")
+    return out

@@ -1,0 +1,66 @@
+"""End to end: with MLEMU_MAX_LOADED_VERSIONS below the number of versions, the server still
+becomes ready, a version the cap unloaded reloads on its next request and answers exactly as
+before, and every version keeps answering its own predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import requests
+
+from tests import modelkit
+
+ROWS = [[0.5, -1.0, 2.0, 0.1], [-1.5, 0.3, 0.0, 1.2], [2.0, 2.0, -2.0, 0.4]]
+PREFIX = "projects/p/models/m/versions"
+
+
+def _models(tmp_path: Path, count: int) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """`count` LogisticRegression versions trained on different data (different answers)."""
+    versions, want = {}, {}
+    for i in range(count):
+        model = modelkit.sklearn_model(tmp_path / f"v{i}", kind="logreg", seed=i)
+        versions[f"v{i}"] = {"deploymentUri": str(tmp_path / f"v{i}"), "framework": "SCIKIT_LEARN"}
+        want[f"v{i}"] = model.predict(np.asarray(ROWS)).tolist()
+    return versions, want
+
+
+def test_unloaded_versions_reload_with_the_same_answer(make_app: Any, tmp_path: Path) -> None:
+    versions, _ = _models(tmp_path, 3)
+    config = modelkit.bootstrap_file(tmp_path / "boot.yaml", {"m": {"versions": versions}})
+    client = make_app(config, max_loaded_versions=2)
+    client.emu.warm_up()  # loads all three once (each checked), keeps the two most recent
+    deployments = client.emu.deployments
+    assert sorted(deployments.loaded()) == [f"{PREFIX}/v1", f"{PREFIX}/v2"]
+    assert client.get("/readyz").status_code == 200  # v0 was unloaded by the cap, not broken
+    first = client.post("/v1/projects/p/models/m/versions/v0:predict", json={"instances": ROWS})
+    assert first.status_code == 200, first.json
+    assert sorted(deployments.loaded()) == [f"{PREFIX}/v0", f"{PREFIX}/v2"]  # v1 went
+    for _ in range(2):
+        for v in ("v1", "v2", "v0"):
+            again = client.post(f"/v1/projects/p/models/m/versions/{v}:predict",
+                                json={"instances": ROWS})
+            assert again.status_code == 200, again.json
+            if v == "v0":
+                assert again.data == first.data
+            assert len(deployments.loaded()) == 2
+
+
+def test_live_server_serves_more_versions_than_it_keeps_loaded(live_server: Any,
+                                                              tmp_path: Path) -> None:
+    versions, want = _models(tmp_path, 4)
+    config = modelkit.bootstrap_file(tmp_path / "boot.yaml", {"m": {"versions": versions}})
+    server = live_server(config, env={"MLEMU_MAX_LOADED_VERSIONS": "2"})  # waits for /readyz
+    session = requests.Session()
+    answers: dict[str, bytes] = {}
+    for _ in range(3):  # round-robin over 4 versions with room for 2: every request reloads
+        for v, expected in want.items():
+            r = session.post(f"{server.url}/v1/projects/p/models/m/versions/{v}:predict",
+                             json={"instances": ROWS}, timeout=60)
+            assert r.status_code == 200, r.text
+            assert answers.setdefault(v, r.content) == r.content  # the same bytes after a reload
+            assert r.json()["predictions"] == expected
+    log = server.output()
+    assert f"unloaded {PREFIX}/v0: least recently used" in log
+    assert "Traceback" not in log
