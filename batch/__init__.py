@@ -7,10 +7,11 @@ the same pipeline over its own predictors:
 
   spec.py      JobSpec: everything a pipeline run needs, as JSON (it crosses a process boundary)
   records.py   decoding one input record into an instance, encoding one result line (no Beam)
-  pipeline.py  the Beam graph: read (IO per dataFormat) -> BatchElements -> PredictDoFn -> shards
+  sources.py   the inputs through Beam's FileSystems: patterns to byte ranges, ranges to records
+  pipeline.py  the Beam graph: ranges -> batches of records -> PredictDoFn -> WriteToText shards
   launcher.py  the server side: run the pipeline in a child process, watch it, cancel it
   __main__.py  the child process: `python -m batch SPEC_FILE`
 
-`apache_beam` is imported only by pipeline.py, and only in the child process (or a remote worker):
+`apache_beam` is imported only by pipeline.py and sources.py, and only in the child process (or a remote worker):
 the server and the serving path never import it. `import batch` imports nothing heavy.
 """
