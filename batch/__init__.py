@@ -12,6 +12,7 @@ the same pipeline over its own predictors:
   launcher.py  the server side: run the pipeline in a child process, watch it, cancel it
   __main__.py  the child process: `python -m batch SPEC_FILE`
 
-`apache_beam` is imported only by pipeline.py and sources.py, and only in the child process (or a remote worker):
-the server and the serving path never import it. `import batch` imports nothing heavy.
+`apache_beam` is imported only by pipeline.py and sources.py, and only in the child process (or
+a remote worker): the server and the serving path never import it. `import batch` imports
+nothing heavy.
 """

@@ -85,6 +85,9 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
         self.kwargs = {"signature_name": self.spec.signature_name} \
             if self.spec.signature_name else {}
+        # One short O_APPEND write per batch: atomic between worker processes.
+        self.progress = os.open(self.spec.progress_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                0o644) if self.spec.progress_path else None
 
     def _predict(self, instances: list[Any]) -> list[Any]:
         return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
@@ -107,19 +110,17 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
                     bad.append(_message(exc))
         self.predicted.inc(len(rows))
         self.failed.inc(len(bad))
-        self._progress(len(rows), len(bad))
+        if self.progress is not None:
+            os.write(self.progress, f"{len(rows)} {len(bad)}\n".encode())
         if rows:  # WriteToText ends it with a newline: one line per prediction
             yield "\n".join(records.result_line(row) for row in rows)
         for message in bad:
             yield beam.pvalue.TaggedOutput(ERRORS, message)
 
-    def _progress(self, done: int, failed: int) -> None:
-        if self.spec.progress_path:
-            # One short O_APPEND write per batch: atomic between worker processes.
-            with open(self.spec.progress_path, "a") as f:
-                f.write(f"{done} {failed}\n")
-
     def teardown(self) -> None:
+        progress = getattr(self, "progress", None)
+        if progress is not None:
+            os.close(progress)
         predictor = getattr(self, "predictor", None)
         if predictor is not None:
             predictor.close()
