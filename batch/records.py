@@ -53,7 +53,8 @@ class Decoder:
                     return {"b64": base64.b64encode(record).decode()}
             return record
         try:
-            return json.loads(record)
+            # json.loads of bytes detects the encoding in Python first: decode in C instead.
+            return json.loads(record.decode() if isinstance(record, bytes) else record)
         except (ValueError, UnicodeDecodeError) as exc:
             text = record[:100] if isinstance(record, str) else \
                 record[:100].decode("utf-8", "replace")
@@ -80,7 +81,9 @@ def _length(value: Any) -> str:
 
 
 def result_line(prediction: Any) -> str:
-    return json.dumps(prediction, separators=(", ", ": "))
+    # json.dumps' defaults are the service's separators (", ", ": "); passing no options keeps
+    # the module's cached encoder (any option builds a new JSONEncoder per call).
+    return json.dumps(prediction)
 
 
 def errors_line(message: str, count: int) -> str:
