@@ -10,10 +10,10 @@ GENERATED := protocols/_generated/__init__.py
 
 venv: $(VENV)/.installed $(GENERATED)
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt requirements-beam.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt -r requirements-beam.txt
 	touch $@
 
 # gRPC/protobuf modules from protos/*.proto (grpcio-tools), into the gitignored protocols/_generated.

@@ -28,6 +28,7 @@ try:
     from cli_client import explain as explain_cli
     from cli_client import models as models_cli
     from cli_client import versions as versions_cli
+    from cli_jobs import jobs as jobs_cli
     from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
     from settings import SETTINGS, Settings
 except ModuleNotFoundError as _missing:  # the CLI run with a Python without the requirements
@@ -124,6 +125,7 @@ def main() -> None:
 main.add_command(models_cli)  # `models create|list`, talking to a running server
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 main.add_command(explain_cli)  # `explain --model M [--version V] --json-instances F`
+main.add_command(jobs_cli)  # `jobs submit prediction|describe|list|cancel`
 
 
 def _click_type(kind: Kind) -> click.ParamType:

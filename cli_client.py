@@ -86,12 +86,12 @@ class Api:
                                        f"{error.get('message', resp.text[:500])}")
         return data
 
-    def list_all(self, path: str, key: str) -> list[dict[str, Any]]:
+    def list_all(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
         """Every item of a list method, following nextPageToken."""
         items: list[dict[str, Any]] = []
         token = None
         while True:
-            page = self.call("GET", path, pageToken=token)
+            page = self.call("GET", path, pageToken=token, **params)
             items += page.get(key, [])
             token = page.get("nextPageToken")
             if not token:
@@ -131,11 +131,11 @@ def _configured_project() -> str | None:
     return project if project != Settings().default_project else None
 
 
-def _local(path: str) -> str:
+def local_uri(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
-def _table(rows: list[list[str]], header: list[str]) -> None:
+def table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -173,7 +173,7 @@ def models_list(api: Api) -> None:
     rows = [[m["name"].rsplit("/", 1)[-1],
              m.get("defaultVersion", {}).get("name", "").rsplit("/", 1)[-1]]
             for m in api.list_all(f"projects/{api.project}/models", "models")]
-    _table(rows, ["NAME", "DEFAULT_VERSION_NAME"])
+    table(rows, ["NAME", "DEFAULT_VERSION_NAME"])
     if not rows:
         api.empty_note("models")
 
@@ -205,7 +205,7 @@ def versions_create(api: Api, version: str, model: str, origin: str, framework: 
                     description: str | None, explanation_method: str | None,
                     num_integral_steps: int, num_paths: int, no_wait: bool) -> None:
     """Create a version from a model directory (waits for READY)."""
-    body: dict[str, Any] = {"name": version, "deploymentUri": _local(origin)}
+    body: dict[str, Any] = {"name": version, "deploymentUri": local_uri(origin)}
     if explanation_method:
         field, count_field = EXPLANATION_METHODS[explanation_method]
         count = num_paths if count_field == "numPaths" else num_integral_steps
@@ -215,7 +215,7 @@ def versions_create(api: Api, version: str, model: str, origin: str, framework: 
     if prediction_class:
         body["predictionClass"] = prediction_class
     if package_uris:
-        body["packageUris"] = [_local(u) for u in package_uris.split(",") if u]
+        body["packageUris"] = [local_uri(u) for u in package_uris.split(",") if u]
     if description:
         body["description"] = description
     op = api.call("POST", f"{api.model(model)}/versions", body)
@@ -234,7 +234,7 @@ def versions_list(api: Api, model: str) -> None:
     rows = [[v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""), v.get("state", ""),
              "yes" if v.get("isDefault") else ""]
             for v in api.list_all(f"{api.model(model)}/versions", "versions")]
-    _table(rows, ["NAME", "DEPLOYMENT_URI", "STATE", "DEFAULT"])
+    table(rows, ["NAME", "DEPLOYMENT_URI", "STATE", "DEFAULT"])
 
 
 @versions.command("set-default")

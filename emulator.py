@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import auth
-from controlplane import operation_work
+from controlplane import job_work, operation_work
 from errors import ApiError
 from predictors.base import PredictorOptions
 from registry import bootstrap, names
@@ -29,6 +29,8 @@ from registry.tasks import TaskRunner
 from settings import Settings
 
 log = logging.getLogger("mlemu")
+#: Batch prediction jobs one server process runs at once (more wait in QUEUED).
+JOB_THREADS = 4
 
 #: Environment for every process `app.py` starts (set before any TensorFlow import; a value the
 #: user set wins): TensorFlow's C++ INFO/WARNING start-up lines (CPU features, MLIR) off, and
@@ -160,8 +162,9 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     if settings.vertex is not None:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
-    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments)
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments, long_threads=JOB_THREADS)
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
+    job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

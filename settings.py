@@ -16,7 +16,19 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from envvars import COUNT, DIRECTORY, FILE, INTEGER, LIST, TEXT, Var, choice, read, write
+from envvars import (
+    BOOLEAN,
+    COUNT,
+    DIRECTORY,
+    FILE,
+    INTEGER,
+    LIST,
+    TEXT,
+    Var,
+    choice,
+    read,
+    write,
+)
 
 #: AI Platform's online prediction request limit (1.5 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864
@@ -62,6 +74,9 @@ SETTINGS = (
     Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
     Var("max_message_bytes", ("MLEMU_MAX_MESSAGE_BYTES",), INTEGER),
     Var("grps_default_model", ("MLEMU_GRPS_MODEL",)),
+    Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
+    Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
+    Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
 )
 
 
@@ -102,11 +117,23 @@ class Settings:
     #: Cloud Storage emulator (STORAGE_EMULATOR_HOST, the variable google-cloud-storage and
     #: gcloud use) for gs:// URIs; None talks to Cloud Storage itself.
     storage_emulator_host: str | None = None
+    #: Batch prediction jobs: the Beam runner and extra pipeline options (shell-quoted) they run
+    #: with (batch/pipeline.py); DirectRunner runs them on this machine.
+    beam_runner: str = "DirectRunner"
+    beam_options: str = ""
+    #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
+    #: TensorFlow models only); off refuses them as the service did.
+    batch_any_framework: bool = False
 
     @property
     def store_path(self) -> Path:
         """The embedded SQLite database inside the state directory."""
         return self.state_dir / "mlemu.sqlite3"
+
+    @property
+    def jobs_path(self) -> Path:
+        """Working directories of batch prediction runs (spec, progress, pipeline log)."""
+        return self.state_dir / "jobs"
 
     @property
     def gcs_cache_path(self) -> Path:

@@ -21,6 +21,7 @@ from auth.policy import (
     KIND,
     Binding,
     Policy,
+    job_of,
     matches,
     model_of,
     new_etag,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from settings import Settings
 
 __all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy", "authorize",
-           "denied", "granted", "held_permissions", "identify", "is_role", "load_config",
+           "denied", "granted", "held_permissions", "identify", "is_role", "job_of", "load_config",
            "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
            "require_authenticated"]
 #: MLEMU_IAM_MODE is checked by settings.py; a Settings built in code is checked by load_config.
@@ -96,9 +97,10 @@ def granted(emu: Emulator, caller: Caller, resource: str) -> frozenset[str]:
     """Every permission `caller` holds on `resource` (project bindings + model bindings)."""
     config = _config(emu)
     bindings: list[Binding] = list(config.project_bindings.get(project_of(resource) or "", ()))
-    model = model_of(resource)
-    if model is not None:
-        bindings += get_policy(emu, model).bindings
+    # A model's policy covers it and its versions; a job has its own (projects.jobs.setIamPolicy).
+    holder = model_of(resource) or job_of(resource)
+    if holder is not None:
+        bindings += get_policy(emu, holder).bindings
     held: set[str] = set()
     for binding in bindings:
         if any(matches(member, caller, config.memberships) for member in binding.members):
@@ -140,14 +142,15 @@ def held_permissions(emu: Emulator, caller: Caller, resource: str,
     return subset
 
 
-# --- model policies in the store (generic Store API only: any backend keeps them) --------
+# --- model and job policies in the store (generic Store API only: any backend keeps them) --
 
-def get_policy(emu: Emulator, model_name: str) -> Policy:
-    return policy_from_storage(emu.store.get(KIND, model_name))
+def get_policy(emu: Emulator, resource: str) -> Policy:
+    """The policy set on a model or a job (the empty policy if none was)."""
+    return policy_from_storage(emu.store.get(KIND, resource))
 
 
-def put_policy(emu: Emulator, model_name: str, policy: Policy) -> None:
-    emu.store.put(KIND, model_name, model_name.rsplit("/models/", 1)[0], policy_to_storage(policy))
+def put_policy(emu: Emulator, resource: str, policy: Policy) -> None:
+    emu.store.put(KIND, resource, "/".join(resource.split("/")[:2]), policy_to_storage(policy))
 
 
 def on_model_created(emu: Emulator, caller: Caller, model_name: str) -> None:

@@ -173,6 +173,14 @@ def project_of(resource: str) -> str | None:
     return parts[1] if len(parts) >= 2 and parts[0] == "projects" else None
 
 
+def job_of(resource: str) -> str | None:
+    """`projects/p/jobs/j` for a job name, None for anything else."""
+    parts = resource.split("/")
+    if len(parts) == 4 and parts[0] == "projects" and parts[2] == "jobs":
+        return resource
+    return None
+
+
 def model_of(resource: str) -> str | None:
     """`projects/p/models/m` for a model or version name, None for anything else."""
     parts = resource.split("/")

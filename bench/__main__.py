@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import big, grpc_load, load, many, models, report
+from bench import batch, big, grpc_load, load, many, models, report
 from bench.harness import Bench, Plan
 from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("cold", "levers", "load", "ab", "big", "grpc", "many")
+PHASES = ("cold", "levers", "load", "ab", "big", "grpc", "many", "batch")
 DEFAULT = "mlemu,mlemu-threads32,mlemu-unbatched,mlemu-xgb-allthreads,mlserver,kserve,flask"
 QUICK = "mlemu,mlserver,kserve,flask"
 
@@ -89,6 +89,9 @@ def main() -> None:
     phase("grpc", lambda: grpc_load.grpc_load(bench, results))
     if "mlemu" in names:
         phase("many", lambda: results.update(many=many.many_models(bench)))
+        # Batch prediction jobs (issue 19): 1 and 2 workers against the in-process floor.
+        size, rounds = (20_000, 1) if args.smoke else (100_000, 1) if args.quick else (1_000_000, 3)
+        phase("batch", lambda: results.update(batch=batch.measure_all(args.out, size, rounds)))
     results["elapsed_s"] = time.time() - started
     raw = args.out / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     raw.write_text(json.dumps(results, indent=1))

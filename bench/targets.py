@@ -99,6 +99,11 @@ def checks(results: dict[str, Any]) -> list[Check]:
     pss = ("idle_one_sklearn_model", "pss_mib")
     check("idle PSS MiB (one sklearn model) vs best model server", mine(pss),
           peers(pss, False, MODEL_SERVERS), "<=", 0.5)
+    batch = results.get("batch", {})  # issue 19: batch prediction jobs (bench/batch.py)
+    check("batch job, 1 worker, instances/s vs in-process floor", batch.get("w1_rate"),
+          batch.get("floor_rate"), ">=", 0.7)
+    check("batch job, 2 workers, instances/s vs 1 worker", batch.get("w2_rate"),
+          batch.get("w1_rate"), ">=", 1.6)
     return out
 
 

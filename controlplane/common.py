@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from errors import Aborted, ApiError, FailedPrecondition, InvalidArgument, NotFound, field_violation
-from registry import discovery, lookup, names, tasks
+from registry import discovery, jobs, lookup, names, tasks
 from registry.resources import Model, Version
 from registry.store import Store
 
@@ -90,6 +90,13 @@ def get_version(store: Store, name: str) -> Version:
     if version is None:
         raise lookup.version_not_found(name)
     return version
+
+
+def get_job(store: Store, name: str) -> jobs.Job:
+    job = jobs.get_job(store, name)
+    if job is None:
+        raise NotFound(f"Job {name} not found.")
+    return job
 
 
 def model_name_of(project: str, model: str) -> str:

@@ -1,5 +1,7 @@
-"""ml v1 IAM methods on models: `projects.models.getIamPolicy`, `setIamPolicy`, `testIamPermissions`
-(google.iam.v1 IAMPolicy semantics, https://cloud.google.com/iam/docs/reference/rest/v1/Policy).
+"""ml v1 IAM methods on models and jobs: `projects.models.getIamPolicy`, `setIamPolicy`,
+`testIamPermissions` and the same three on `projects.jobs` (google.iam.v1 IAMPolicy semantics,
+https://cloud.google.com/iam/docs/reference/rest/v1/Policy). The permissions are the resource
+kind's own: `ml.models.getIamPolicy` on a model, `ml.jobs.getIamPolicy` on a job, and so on.
 
 - getIamPolicy needs `ml.models.getIamPolicy`; a model without a policy answers the empty policy
   (`{"etag": "ACAB"}`), as the discovery document says.
@@ -19,7 +21,7 @@ import auth
 from controlplane import common
 from errors import Aborted, InvalidArgument
 from payloads import Caller
-from registry import names
+from registry import jobs, names
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -38,11 +40,28 @@ def _check_version(version: Any, where: str) -> None:
                               "are 0, 1 and 3.")
 
 
+def _kind(resource: str) -> str:
+    """"jobs" or "models": which resource a policy method names (INVALID_ARGUMENT otherwise)."""
+    if auth.job_of(resource) is not None:
+        jobs.parse_job_name(resource)
+        return "jobs"
+    names.parse_model_name(resource)
+    return "models"
+
+
+def _require(emu: Emulator, resource: str, kind: str) -> None:
+    if kind == "jobs":
+        common.get_job(emu.store, resource)
+    else:
+        common.get_model(emu.store, resource)
+
+
 def get_iam_policy(emu: Emulator, caller: Caller, resource: str,
                    requested_version: int | None = None) -> dict[str, Any]:
-    auth.authorize(emu, caller, "ml.models.getIamPolicy", resource)
+    kind = _kind(resource)
+    auth.authorize(emu, caller, f"ml.{kind}.getIamPolicy", resource)
     _check_version(requested_version, "options.requested_policy_version")
-    common.get_model(emu.store, resource)
+    _require(emu, resource, kind)
     return auth.get_policy(emu, resource).to_json()
 
 
@@ -76,7 +95,8 @@ def _policy_body(body: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def set_iam_policy(emu: Emulator, caller: Caller, resource: str, body: Any) -> dict[str, Any]:
-    auth.authorize(emu, caller, "ml.models.setIamPolicy", resource)
+    kind = _kind(resource)
+    auth.authorize(emu, caller, f"ml.{kind}.setIamPolicy", resource)
     requested, paths = _policy_body(body)
     bindings = auth.parse_bindings(requested.get("bindings"), lambda r: auth.is_role(emu, r))
     audit = requested.get("auditConfigs") or []
@@ -86,7 +106,7 @@ def set_iam_policy(emu: Emulator, caller: Caller, resource: str, body: Any) -> d
     if etag is not None and not isinstance(etag, str):
         raise InvalidArgument("policy.etag must be a string (base64).")
     with emu.store.transaction():
-        common.get_model(emu.store, resource)
+        _require(emu, resource, kind)
         current = auth.get_policy(emu, resource)
         if etag and etag != current.etag:
             raise Aborted(f"{CONCURRENT_CHANGE} The request's ETag '{etag}' did not match the "
@@ -101,7 +121,7 @@ def set_iam_policy(emu: Emulator, caller: Caller, resource: str, body: Any) -> d
 
 
 def test_iam_permissions(emu: Emulator, caller: Caller, resource: str, body: Any) -> dict[str, Any]:
-    names.parse_model_name(resource)
+    _kind(resource)
     if not isinstance(body, dict) or set(body) - {"permissions"}:
         raise InvalidArgument('Invalid JSON payload received. Expected {"permissions": [...]}.')
     wanted = body.get("permissions") or []

@@ -177,8 +177,9 @@ def _digest(spec: str | None) -> str:
 
 
 def paginate(items: list[dict[str, Any]], size: int | None, token: str | None,
-             spec: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of `items` (sorted by name) and the token for the next one (None at the end)."""
+             spec: str | None, key: str = "name") -> tuple[list[dict[str, Any]], str | None]:
+    """One page of `items` (sorted by `key`, their name or id) and the token for the next one
+    (None at the end)."""
     after = ""
     if token:
         try:
@@ -191,21 +192,22 @@ def paginate(items: list[dict[str, Any]], size: int | None, token: str | None,
                 "Field: page_token Error: The page token was issued for a different filter."
             )
     limit = page_size(size)
-    rest = [item for item in items if item["name"] > after]
+    rest = [item for item in items if item[key] > after]
     page = rest[:limit]
     if len(rest) <= limit:
         return page, None
-    raw = json.dumps({"after": page[-1]["name"], "filter": _digest(spec)}).encode()
+    raw = json.dumps({"after": page[-1][key], "filter": _digest(spec)}).encode()
     return page, base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def list_response(items: list[dict[str, Any]], key: str, fields: Iterable[str], *,
                   filter: str | None, page_size: int | None,
-                  page_token: str | None) -> dict[str, Any]:
+                  page_token: str | None, sort_key: str = "name") -> dict[str, Any]:
     """A list method's body: `{key: [...], "nextPageToken": ...}`, or `{}` when nothing matches
     (the ml v1 reference: "the list request returns an empty response body: {}")."""
     predicate = compile_filter(filter, fields)
-    page, token = paginate([i for i in items if predicate(i)], page_size, page_token, filter)
+    page, token = paginate([i for i in items if predicate(i)], page_size, page_token, filter,
+                           sort_key)
     body: dict[str, Any] = {}
     if page:
         body[key] = page

@@ -25,8 +25,10 @@ from registry.resources import Model, Operation, Version
 log = logging.getLogger("mlemu.store")
 
 #: "tasks" holds the claim (owner, lease) of every unfinished long-running operation; see
-#: registry/tasks.py. A backend needs nothing beyond get/children/put/delete and transaction().
-KINDS = ("models", "versions", "operations", "policies", "tasks")
+#: registry/tasks.py. "jobs" holds batch prediction jobs (registry/jobs.py; a kind added within
+#: schema version 1: its table is created on open, and older code never reads it).
+#: A backend needs nothing beyond get/children/put/delete and transaction().
+KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs")
 
 
 class Store(abc.ABC):

@@ -67,6 +67,9 @@ class Handler:
     work: Work
     finish: Finish
     revert: Revert | None = None
+    #: Runs for long (a batch prediction job): on threads of its own, so it never holds up the
+    #: short operations.
+    long: bool = False
 
 
 # --- the store side ---------------------------------------------------------------------------
@@ -101,8 +104,11 @@ class TaskRunner:
     """Runs this process's tasks on daemon threads; renews their leases; adopts orphans."""
 
     def __init__(self, store: Store, context: Any, *, threads: int = 2, lease_s: float = LEASE_S,
-                 tick_s: float = TICK_S, on_tick: Callable[[], None] | None = None) -> None:
+                 tick_s: float = TICK_S, on_tick: Callable[[], None] | None = None,
+                 long_threads: int = 4) -> None:
         self.store = store
+        self._long_threads = long_threads
+        self._long_queue: queue.Queue[str] = queue.Queue()
         #: Other periodic upkeep of this process (the emulator prunes its deployments cache).
         self.on_tick = on_tick
         self.context = context
@@ -120,8 +126,8 @@ class TaskRunner:
         self._handlers: dict[str, Handler] = {}
 
     def register(self, task_type: str, work: Work, finish: Finish,
-                 revert: Revert | None = None) -> None:
-        self._handlers[task_type] = Handler(work, finish, revert)
+                 revert: Revert | None = None, long: bool = False) -> None:
+        self._handlers[task_type] = Handler(work, finish, revert, long)
 
     def handler(self, task_type: str) -> Handler | None:
         return self._handlers.get(task_type)
@@ -130,12 +136,13 @@ class TaskRunner:
         """A task owned by this process; put it in the store in the caller's transaction."""
         return Task(name, task_type, target, args, self.owner, time.time() + self.lease_s)
 
-    def submit(self, name: str) -> None:
+    def submit(self, name: str, task_type: str = "") -> None:
         """Run a task this process owns (call after the transaction that created it commits)."""
         self.start()
         with self._guard:
             self._mine.add(name)
-        self._queue.put(name)
+        h = self.handler(task_type)
+        (self._long_queue if h is not None and h.long else self._queue).put(name)
 
     def start(self) -> None:
         with self._guard:
@@ -146,6 +153,10 @@ class TaskRunner:
         for i in range(self._threads):
             threading.Thread(target=_work_loop, args=(ref, self._queue), daemon=True,
                              name=f"mlemu-task-{i}").start()
+        if any(h.long for h in self._handlers.values()):
+            for i in range(self._long_threads):
+                threading.Thread(target=_work_loop, args=(ref, self._long_queue), daemon=True,
+                                 name=f"mlemu-task-long-{i}").start()
         threading.Thread(target=_tick_loop, args=(ref, self.tick_s), daemon=True,
                          name="mlemu-task-lease").start()
 
@@ -234,7 +245,7 @@ class TaskRunner:
             task.owner, task.lease_until = self.owner, time.time() + self.lease_s
             task.attempts += 1
             put(self.store, task)
-        self.submit(name)
+        self.submit(name, task.type)
         return True
 
 

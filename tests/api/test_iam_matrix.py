@@ -48,6 +48,12 @@ ROUTES: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     ("GET", "/v1/projects/p/operations/ghost", {}, "ml.operations.get", "project"),
     ("POST", "/v1/projects/p/operations/ghost:cancel", {}, "ml.operations.cancel", "project"),
     ("GET", "/v1/projects/p:getConfig", {}, "ml.projects.getConfig", "project"),
+    ("POST", "/v1/projects/p/jobs", {"json": {"jobId": "not a valid id"}}, "ml.jobs.create",
+     "project"),
+    ("GET", "/v1/projects/p/jobs", {}, "ml.jobs.list", "project"),
+    ("GET", "/v1/projects/p/jobs/ghost", {}, "ml.jobs.get", "project"),
+    ("POST", "/v1/projects/p/jobs/ghost:cancel", {}, "ml.jobs.cancel", "project"),
+    ("PATCH", "/v1/projects/p/jobs/ghost", {"json": {}}, "ml.jobs.update", "project"),  # no mask
     ("GET", f"{M}:getIamPolicy", {}, "ml.models.getIamPolicy", "model"),
     ("POST", f"{M}:setIamPolicy", {"json": {"policy": {"bindings": [
         {"role": "roles/no.such", "members": ["user:x@example.com"]}]}}},
@@ -164,9 +170,9 @@ def test_health_probes_are_open_and_everything_else_needs_credentials(client: An
         response = call(client, method, path, kwargs, None)
         assert response.status_code == 401, (method, path, response.get_data(as_text=True))
         assert response.headers["WWW-Authenticate"].startswith('Bearer realm="https://accounts')
-    jobs = ("GET", "/v1/projects/p/jobs", {})  # unimplemented: 501
-    assert call(client, *jobs, None).status_code == 401
-    assert call(client, *jobs, token("roles/viewer", "project")).status_code == 501
+    locations = ("GET", "/v1/projects/p/locations", {})  # unimplemented: 501
+    assert call(client, *locations, None).status_code == 401
+    assert call(client, *locations, token("roles/viewer", "project")).status_code == 501
 
 
 def test_bad_credentials_are_401_on_every_route_even_unknown_ones(client: Any) -> None:

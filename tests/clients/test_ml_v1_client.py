@@ -247,8 +247,8 @@ def test_documented_errors(ml: Any, models: dict[str, Any]) -> None:
         (m.list(parent=P, pageToken="garbage"), 400, "Field: page_token Error: Invalid page token."),
         (ml.projects().operations().get(name=f"{P}/operations/create_x_y-1"), 404,
          f"Operation {P}/operations/create_x_y-1 was not found."),
-        (ml.projects().jobs().list(parent=P), 501,
-         "Method ml.projects.jobs.list is not implemented by mlemu."),
+        (ml.projects().jobs().create(parent=P, body={"jobId": "train", "trainingInput": {
+            "region": "us-central1"}}), 501, "Training jobs (trainingInput) are not emulated"),
         (ml.projects().locations().get(name=f"{P}/locations/us-central1"), 501,
          "Method ml.projects.locations.get is not implemented by mlemu."),
     ]

@@ -11,10 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Top-level module/package -> layer; a module may import only from its own layer or below.
 LAYERS = {
     "errors": 0, "payloads": 0, "settings": 0, "envvars": 0, "wirejson": 0, "wirearray": 0,
-    "auth": 1, "registry": 1, "predictors": 1, "explainers": 1,
+    "auth": 1, "registry": 1, "predictors": 1, "explainers": 1, "batch": 1,
     "dataplane": 2, "controlplane": 2, "emulator": 2,
     "api": 3, "protocols": 3, "web": 3,
-    "app": 4, "grpc_server": 4, "cli_client": 4, "supervisor": 4,
+    "app": 4, "grpc_server": 4, "cli_client": 4, "cli_jobs": 4, "supervisor": 4,
 }
 FLASK_ALLOWED = {"app", "api", "protocols", "web"}
 
@@ -167,3 +167,19 @@ def test_no_module_imports_another_packages_private_modules():
             if owner is not None and not rel.as_posix().startswith(owner + "/"):
                 problems.append(f"{rel} imports {module}, private to {owner}/")
     assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_the_server_imports_no_beam():
+    """Beam loads only in a batch prediction job's own process (batch/pipeline.py): building the
+    app and serving a scikit-learn model never import it."""
+    code = (
+        "import sys, tempfile, pathlib\n"
+        "from app import create_app\n"
+        "from settings import Settings\n"
+        "create_app(Settings(state_dir=pathlib.Path(tempfile.mkdtemp())), warm=False)\n"
+        "import batch, batch.launcher, batch.records, controlplane.jobs\n"
+        "print([m for m in sys.modules if m.split('.')[0] == 'apache_beam'][:3])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

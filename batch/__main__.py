@@ -1,0 +1,57 @@
+"""The pipeline's process: `python -m batch SPEC_FILE` runs one job and writes RESULT_FILE.
+
+Started by batch/launcher.py in its own session (process group), so a cancel ends it and every
+Beam worker it started at once. It also ends itself if the server that started it dies: a job
+whose server is gone is taken over by another server, which starts it again.
+The result file is `{"predictions": N, "errors": M}` or `{"error": "message"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    spec_path = Path(argv[1])
+    result_path = spec_path.with_name("result.json")
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    logging.basicConfig(level=logging.WARNING)
+    from batch.spec import JobSpec
+
+    spec = JobSpec.read(spec_path)
+    try:
+        from batch import pipeline
+
+        outcome: dict[str, object] = dict(pipeline.run(spec))
+    except Exception as exc:
+        logging.getLogger("mlemu.batch").exception("batch prediction failed")
+        outcome = {"error": _reason(exc)}
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(outcome))
+    os.replace(tmp, result_path)
+    return 0
+
+
+def _reason(exc: BaseException) -> str:
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    # Beam wraps worker failures in long chained texts; the last line names the cause.
+    lines = [line for line in str(message).strip().splitlines() if line.strip()]
+    return lines[-1][:2000] if lines else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

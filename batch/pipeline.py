@@ -1,0 +1,194 @@
+"""The batch prediction pipeline, on Apache Beam (imported only here, in the pipeline's process).
+
+  input ranges (batch/sources.py: the inputPaths' files, text files split by bytes)
+  -> Reshuffle (spreads the ranges over the workers)
+  -> ReadBatchesDoFn (a range's records, `batchSize` at a time: JSON/TEXT lines, TFRecords)
+  -> PredictDoFn (the model loads once per worker, in setup; one element of lines per batch)
+  -> results: WriteToText(outputPath/prediction.results, shards -SSSSS-of-NNNNN)
+  -> errors:  Count.PerElement(message) -> WriteToText(outputPath/prediction.errors_stats)
+
+The graph follows the real service's (kubeflow/batch-predict, kubeflow_batch_predict/dataflow/
+batch_prediction_pipeline.py: every pattern read, batches of batchSize records, results as JSON
+lines, errors counted per message), except that records are read and batched in one step
+(batch/sources.py says why), and one more deliberate difference: a failed batch is retried
+instance by instance, so only the bad instances are counted as errors (the real service lost
+the whole batch of `batchSize` instances to one bad line).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shlex
+import tempfile
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from batch import records, sources
+from batch.spec import ERRORS_BASENAME, RESULTS_BASENAME, JobSpec
+
+NAMESPACE = "mlemu_batch_predict"
+ERRORS = "errors"
+
+
+def load_predictor(spec: JobSpec) -> Any:
+    """The job's predictor, through the same code as online prediction (predictors.load)."""
+    import predictors
+    from registry import artifacts
+    from registry.gcs import GcsCache
+
+    gcs = None
+    if any(artifacts.is_remote(u) for u in (spec.model_dir, *spec.package_uris)):
+        gcs = GcsCache(tempfile.mkdtemp(prefix="mlemu-batch-gcs-"),  # type: ignore[arg-type]
+                       spec.storage_emulator_host or None)
+    model_dir = artifacts.resolve_model_dir(spec.model_dir, gcs)
+    cache = tempfile.mkdtemp(prefix="mlemu-batch-packages-")
+    roots = [artifacts.unpack_package(artifacts.resolve_uri(u, gcs=gcs), cache)  # type: ignore[arg-type]
+             for u in spec.package_uris]
+    predictor, _ = predictors.load(model_dir, spec.framework or None,
+                                   spec.prediction_class or None, roots)
+    return predictor
+
+
+class ReadBatchesDoFn(beam.DoFn):  # type: ignore[misc]
+    """An input range in; lists of up to `batchSize` records out."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+
+    def process(self, rng: sources.Range) -> Any:
+        batch: list[bytes] = []
+        for record in sources.records(self.spec.data_format, rng):
+            batch.append(record)
+            if len(batch) >= self.spec.batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+
+class PredictDoFn(beam.DoFn):  # type: ignore[misc]
+    """Batches of records in; the batch's result lines (one string) out, error messages tagged
+    ERRORS."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.predicted = beam.metrics.Metrics.counter(NAMESPACE, "predictions")
+        self.failed = beam.metrics.Metrics.counter(NAMESPACE, "errors")
+
+    def setup(self) -> None:
+        if self.spec.storage_emulator_host:
+            _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
+        self.predictor = load_predictor(self.spec)
+        self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+        self.kwargs = {"signature_name": self.spec.signature_name} \
+            if self.spec.signature_name else {}
+        # One short O_APPEND write per batch: atomic between worker processes.
+        self.progress = os.open(self.spec.progress_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                0o644) if self.spec.progress_path else None
+
+    def _predict(self, instances: list[Any]) -> list[Any]:
+        return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
+
+    def process(self, batch: list[bytes]) -> Any:
+        instances, bad = [], []
+        for record in batch:
+            try:
+                instances.append(self.decoder.instance(record))
+            except ValueError as exc:
+                bad.append(str(exc))
+        try:
+            rows = self._predict(instances) if instances else []
+        except Exception:  # noqa: BLE001 - find the bad instances one by one
+            rows = []
+            for instance in instances:
+                try:
+                    rows += self._predict([instance])
+                except Exception as exc:  # noqa: BLE001 - the message goes to errors_stats
+                    bad.append(_message(exc))
+        self.predicted.inc(len(rows))
+        self.failed.inc(len(bad))
+        if self.progress is not None:
+            os.write(self.progress, f"{len(rows)} {len(bad)}\n".encode())
+        if rows:  # WriteToText ends it with a newline: one line per prediction
+            yield "\n".join(records.result_line(row) for row in rows)
+        for message in bad:
+            yield beam.pvalue.TaggedOutput(ERRORS, message)
+
+    def teardown(self) -> None:
+        progress = getattr(self, "progress", None)
+        if progress is not None:
+            os.close(progress)
+        predictor = getattr(self, "predictor", None)
+        if predictor is not None:
+            predictor.close()
+
+
+def _message(exc: Exception) -> str:
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return f"Prediction failed: {message}"
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def _anonymous_gcs() -> None:
+    """Talk to a Cloud Storage emulator anonymously, as registry/gcs.py does. Beam's GCS client
+    asks for Application Default Credentials whatever --no_auth says, retrying for about half a
+    minute before it falls back to anonymous access; settle that answer up front (Beam caches it
+    per process in auth._Credentials)."""
+    from apache_beam.internal.gcp import auth
+
+    with auth._Credentials._credentials_lock:
+        auth._Credentials._credentials, auth._Credentials._credentials_init = None, True
+
+
+def options(spec: JobSpec) -> PipelineOptions:
+    """The runner's options: DirectRunner in multi-processing mode for several workers
+    (in-memory for one), or MLEMU_BEAM_RUNNER with MLEMU_BEAM_OPTIONS."""
+    args = [f"--runner={spec.runner}"]
+    if spec.runner == "DirectRunner":
+        if spec.workers > 1:
+            args += ["--direct_running_mode=multi_processing",
+                     f"--direct_num_workers={spec.workers}"]
+        else:
+            args += ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    if spec.storage_emulator_host:
+        args.append("--no_auth")
+        _anonymous_gcs()
+    args += list(spec.runner_options)
+    return PipelineOptions(args)
+
+
+def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
+    ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers)
+    outputs = (pipeline | "Input ranges" >> beam.Create(ranges)
+               | "Spread" >> beam.Reshuffle()  # ranges (not records) over the workers
+               | "Read" >> beam.ParDo(ReadBatchesDoFn(spec))
+               | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(ERRORS, main="results"))
+    out = _local(spec.output_path)
+    join = posixpath.join if "://" in out else os.path.join
+    _ = outputs.results | "Write results" >> beam.io.WriteToText(join(out, RESULTS_BASENAME))
+    _ = (outputs[ERRORS] | "Count errors" >> beam.combiners.Count.PerElement()
+         | "Format errors" >> beam.MapTuple(records.errors_line)
+         | "Write errors" >> beam.io.WriteToText(join(out, ERRORS_BASENAME)))
+
+
+def run(spec: JobSpec) -> dict[str, int]:
+    """Run the pipeline to the end; the counts of predictions and errors."""
+    pipeline = beam.Pipeline(options=options(spec))
+    build(pipeline, spec)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {"predictions": 0, "errors": 0}
+    for metric in result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))[
+            "counters"]:
+        counts[metric.key.metric.name] += int(metric.committed or metric.attempted or 0)
+    return counts
+
+
+def split_options(text: str) -> list[str]:
+    return shlex.split(text)

@@ -1,0 +1,91 @@
+"""One input record to one instance, and one prediction to one output line (no Beam here).
+
+What the real service did (kubeflow/batch-predict, kubeflow_batch_predict/dataflow/
+batch_prediction.py, PredictionDoFn.process, and prediction/tensorflow_lib.py):
+
+- A record is a text line (JSON/TEXT) or a TFRecord record (TF_RECORD, TF_RECORD_GZIP). When the
+  TensorFlow signature has exactly one input and it is a string tensor, the record is fed as is
+  (e.g. a serialized tf.Example); otherwise it is parsed as one JSON instance, with `{"b64": ...}`
+  for binary values as in online prediction.
+- Each result line is `json.dumps(prediction)` of that one instance's prediction, and a
+  TensorFlow prediction is always the object of every output alias of the signature (the library
+  "rowifies" the outputs: `{"probabilities": [...], "logits": [...], "classes": 0}`, as in the
+  census sample's `gsutil cat .../prediction.results-00000-of-00001`), even for a single output,
+  where online prediction gives the bare value. Nothing else is added to the line: instance
+  keys pass through only as the model itself forwards them (an output such as `key`).
+- Failures go to `prediction.errors_stats-*` as `(error message, count)` pairs: the pipeline
+  counts errors per message (beam.combiners.Count.PerKey) and WriteToText writes each pair's
+  Python text form.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import predictors
+from predictors.base import Predictor
+
+
+class Decoder:
+    """How a job turns its records into instances, fixed once the model is loaded."""
+
+    def __init__(self, predictor: Predictor, signature_name: str) -> None:
+        self.raw = False
+        self.output_names: list[str] = []
+        if predictor.framework == predictors.TENSORFLOW:
+            # TensorFlowPredictor.select: the signature predict will run (same rules).
+            select: Any = getattr(predictor, "select", None)
+            sig = select(signature_name or None)
+            inputs = list(sig.inputs.values())
+            self.raw = len(inputs) == 1 and inputs[0].dtype_name == "DT_STRING"
+            self.output_names = sorted(sig.outputs)
+
+    def instance(self, record: str | bytes) -> Any:
+        """The instance a record stands for; ValueError if it is not valid JSON."""
+        if self.raw:
+            if isinstance(record, bytes):
+                try:
+                    return record.decode("utf-8")
+                except UnicodeDecodeError:
+                    return {"b64": base64.b64encode(record).decode()}
+            return record
+        try:
+            # json.loads of bytes detects the encoding in Python first: decode in C instead.
+            return json.loads(record.decode() if isinstance(record, bytes) else record)
+        except (ValueError, UnicodeDecodeError) as exc:
+            text = record[:100] if isinstance(record, str) else \
+                record[:100].decode("utf-8", "replace")
+            raise ValueError(f"Failed to parse the instance as JSON: {exc}: {text}") from None
+
+    def rows(self, predictions: Any, count: int) -> list[Any]:
+        """One JSON-ready prediction per instance, in the service's batch output form."""
+        if not isinstance(predictions, Sequence) or isinstance(predictions, (str, bytes)) or \
+                len(predictions) != count:
+            raise ValueError(f"The model returned {_length(predictions)} predictions for "
+                             f"{count} instances.")
+        if len(self.output_names) == 1:
+            name = self.output_names[0]
+            return [p if isinstance(p, dict) and set(p) == {name} else {name: p}
+                    for p in predictions]
+        return list(predictions)
+
+
+def _length(value: Any) -> str:
+    try:
+        return str(len(value))
+    except TypeError:
+        return "no list of"
+
+
+def result_line(prediction: Any) -> str:
+    # json.dumps' defaults are the service's separators (", ", ": "); passing no options keeps
+    # the module's cached encoder (any option builds a new JSONEncoder per call).
+    return json.dumps(prediction)
+
+
+def errors_line(message: str, count: int) -> str:
+    """A `prediction.errors_stats` line: the text of the (message, count) pair Beam wrote."""
+    return str((message, count))

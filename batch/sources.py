@@ -1,0 +1,90 @@
+"""Reading a job's inputs through Beam's FileSystems (local paths, gs://, anything Beam reads):
+the input patterns expanded into byte ranges, and each range read as batches of records.
+
+The pipeline reads ranges, not single records, because Beam's per-element cost in Python
+(~100 us over ReadFromText -> Reshuffle -> BatchElements on DirectRunner) made a job 15x slower
+than one process predicting the same file in a loop; a range is one element and a batch of
+`batchSize` records is the next, so Beam's cost is paid per batch. Semantics follow Beam's own
+sources: a text range holds the lines that *start* in it (TextSource), `\\n` or `\\r\\n` ends a
+line, blank lines are records; a TFRecord file is read whole (records cannot be found from an
+arbitrary offset); `.gz`/`.bz2`/... text files are read whole, decompressed by extension
+(CompressionTypes.AUTO) as ReadFromText does. TFRecord checksums are not verified.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+#: Text files are split into ranges of about this size (more ranges than workers, so they
+#: share the work evenly; few enough that a range is worth a Beam element).
+RANGE_BYTES = 8 * 1024 * 1024
+MIN_RANGE_BYTES = 256 * 1024
+TEXT_FORMATS = ("JSON", "TEXT")
+
+Range = tuple[str, int, int]  # path, start, end (-1: to the end, the file read whole)
+
+
+def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
+    """Every matched file, in ranges; ValueError naming a pattern that matches nothing."""
+    ranges: list[Range] = []
+    for pattern in dict.fromkeys(patterns):
+        try:
+            found = FileSystems.match([pattern])[0].metadata_list
+        except Exception as exc:  # noqa: BLE001 - Beam raises BeamIOError for bad buckets etc.
+            raise ValueError(f"Cannot read input path {pattern}: {exc}") from None
+        if not found:
+            raise ValueError(f"No files found for input path {pattern}.")
+        for meta in sorted(found, key=lambda m: m.path):
+            whole = data_format not in TEXT_FORMATS or \
+                CompressionTypes.detect_compression_type(meta.path) != CompressionTypes.UNCOMPRESSED
+            if whole or meta.size_in_bytes <= MIN_RANGE_BYTES:
+                ranges.append((meta.path, 0, -1))
+                continue
+            step = max(MIN_RANGE_BYTES, min(RANGE_BYTES, meta.size_in_bytes // (4 * workers)))
+            ranges += [(meta.path, start, min(start + step, meta.size_in_bytes))
+                       for start in range(0, meta.size_in_bytes, step)]
+    return ranges
+
+
+def text_records(path: str, start: int, end: int) -> Iterator[bytes]:
+    """The lines starting in [start, end) (the whole file for end == -1), without line ends."""
+    compression = CompressionTypes.AUTO if end == -1 else CompressionTypes.UNCOMPRESSED
+    with FileSystems.open(path, compression_type=compression) as f:
+        pos = 0
+        if start > 0:  # the line running into this range belongs to the previous one
+            f.seek(start - 1)
+            pos = start - 1 + len(f.readline())
+        while end == -1 or pos < end:
+            line = f.readline()
+            if not line:
+                return
+            pos += len(line)
+            yield line.rstrip(b"\n").removesuffix(b"\r")
+
+
+def tfrecord_records(path: str, gzip: bool) -> Iterator[bytes]:
+    """TFRecord framing: uint64 length, uint32 masked CRC, data, uint32 masked CRC."""
+    compression = CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED
+    with FileSystems.open(path, compression_type=compression) as f:
+        while True:
+            header = f.read(12)
+            if not header:
+                return
+            if len(header) < 12:
+                raise ValueError(f"{path} is not a TFRecord file (truncated record header).")
+            (length,) = struct.unpack("<Q", header[:8])
+            data = f.read(length)
+            if len(data) < length or len(f.read(4)) < 4:
+                raise ValueError(f"{path} is not a TFRecord file (truncated record).")
+            yield data
+
+
+def records(data_format: str, rng: Range) -> Iterator[bytes]:
+    path, start, end = rng
+    if data_format in TEXT_FORMATS:
+        return text_records(path, start, end)
+    return tfrecord_records(path, gzip=data_format == "TF_RECORD_GZIP")

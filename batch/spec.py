@@ -1,0 +1,51 @@
+"""JobSpec: one batch prediction run, as the launcher hands it to the pipeline's process.
+
+Everything is plain JSON so the spec can cross into a child process (and, for remote runners,
+into Beam's pipeline options). Paths are as the pipeline must open them: local paths, or gs://
+URIs a remote worker resolves itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS_BASENAME = "prediction.results"
+ERRORS_BASENAME = "prediction.errors_stats"
+
+
+@dataclasses.dataclass
+class JobSpec:
+    input_paths: list[str]
+    data_format: str  # JSON, TEXT, TF_RECORD or TF_RECORD_GZIP
+    output_path: str
+    model_dir: str  # a local directory, or a gs:// URI the worker downloads in setup
+    framework: str = ""  # "" for a custom prediction routine
+    prediction_class: str = ""
+    package_uris: list[str] = dataclasses.field(default_factory=list)
+    signature_name: str = ""
+    batch_size: int = 64
+    workers: int = 1
+    #: Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...) and extra options.
+    runner: str = "DirectRunner"
+    runner_options: list[str] = dataclasses.field(default_factory=list)
+    #: A file the workers append one line per predicted batch to (local runners only).
+    progress_path: str = ""
+    storage_emulator_host: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        data: dict[str, Any] = json.loads(text)
+        return cls(**data)
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> JobSpec:
+        return cls.from_json(path.read_text())

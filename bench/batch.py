@@ -1,0 +1,117 @@
+"""Batch prediction throughput (issue 19): a job over N instances (30 features, JSON lines) with
+1 and 2 workers, against the in-process floor. `python -m bench.batch [--instances N]`; the full
+bench (`python -m bench`) runs it too, with 1,000,000 instances.
+
+- floor: one process loads the model, reads the same file, decodes each line, predicts in
+  batches of `batchSize` with the same predictor code, and writes one JSON line per prediction.
+  No Beam, no child (so neither a process start nor Beam's import and set-up).
+- job: the Beam pipeline as a job runs it (batch/launcher.Run: a child process, DirectRunner;
+  1 worker in memory, 2 in multi-processing mode), from start to the end of the last shard,
+  process start-up included. The peak resident memory of the pipeline's process tree is
+  sampled every 0.2 s (bounded memory: no worker holds the whole input).
+Targets: 1 worker >= 0.7x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
+alternates round by round, so drifting load on a shared machine hits each alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from batch.launcher import Run  # noqa: E402 - after the path set-up above
+from batch.spec import JobSpec  # noqa: E402
+from bench import measure, models  # noqa: E402
+
+BATCH_SIZE = 64
+
+
+def write_instances(path: Path, n: int) -> None:
+    with open(path, "w") as f:
+        for start in range(0, n, 10000):
+            rows = models.instances(min(10000, n - start), seed=start + 3)
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def floor(model_dir: Path, inputs: Path, out: Path) -> float:
+    """Instances per second of one process doing the job's work in a plain loop."""
+    import predictors
+
+    started = time.perf_counter()  # loading the model is part of the work, as in a job
+    predictor, _ = predictors.load(str(model_dir))
+    count = 0
+    with open(inputs) as src, open(out, "w") as dst:
+        batch: list[Any] = []
+        for line in src:
+            batch.append(json.loads(line))
+            if len(batch) == BATCH_SIZE:
+                dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
+                count += len(batch)
+                batch = []
+        if batch:
+            dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
+            count += len(batch)
+    return count / (time.perf_counter() - started)
+
+
+def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict[str, float]:
+    shutil.rmtree(work, ignore_errors=True)
+    spec = JobSpec(input_paths=[str(inputs)], data_format="JSON", output_path=str(work / "out"),
+                   model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
+    started = time.perf_counter()
+    run = Run(spec, work)
+    peak = 0.0
+    while not run.poll():
+        peak = max(peak, measure.memory(run.proc.pid)["rss_mib"])
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    outcome = run.result()
+    if outcome.get("predictions") != n:
+        raise RuntimeError(f"{workers} worker(s): {outcome}")
+    return {"rate": n / seconds, "seconds": seconds, "peak_rss_mib": peak}
+
+
+def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[str, Any]:
+    dirs = models.build(root / "models", with_tf=model == "tf")
+    inputs = root / f"batch-{n}.json"
+    if not inputs.exists():
+        write_instances(inputs, n)
+    runs: dict[str, list[dict[str, float]]] = {"floor": [], "w1": [], "w2": []}
+    for i in range(rounds):
+        order = ["floor", "w1", "w2"]
+        for name in order[i % 3:] + order[:i % 3]:
+            if name == "floor":
+                runs[name].append({"rate": floor(dirs[model], inputs, root / "floor-out.json")})
+            else:
+                runs[name].append(job(dirs[model], inputs, root / f"job-{name}", int(name[1]), n))
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
+    rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
+    return {"instances": n, "model": model, "batch_size": BATCH_SIZE, "rounds": rounds,
+            "floor_rate": rate["floor"], "w1_rate": rate["w1"], "w2_rate": rate["w2"],
+            "w1_vs_floor": rate["w1"] / rate["floor"], "w2_vs_w1": rate["w2"] / rate["w1"],
+            "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
+            "runs": runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.batch", description=__doc__)
+    parser.add_argument("--instances", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default="logreg", choices=sorted(models.MODELS))
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = measure_all(args.out, args.instances, args.rounds, args.model)
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

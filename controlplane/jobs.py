@@ -1,0 +1,186 @@
+"""ml v1 `projects.jobs` for batch prediction: create, get, list, cancel, patch (IAM: iam.py).
+
+Rules from the ml v1 reference (discovery document) and the batch prediction guide
+(https://cloud.google.com/ai-platform/prediction/docs/batch-predict):
+- A job names its model by exactly one of `modelName` (its default version), `versionName` or
+  `uri` (a SavedModel directory). "AI Platform Prediction only supports getting batch predictions
+  from TensorFlow models": other frameworks are refused unless MLEMU_BATCH_ANY_FRAMEWORK is on.
+- `dataFormat` JSON or TEXT (deprecated spelling of JSON: one instance per line), TF_RECORD or
+  TF_RECORD_GZIP ("Currently available only for input data"); CSV is "available only for
+  output data". `outputDataFormat` defaults to JSON; `batchSize` to 64, `maxWorkerCount` to 10.
+- Job ids are unique per project (409 on a duplicate); `patch` updates `labels` only ("Currently
+  the only supported fields to update are `labels`"), with the job's etag.
+- Training jobs (`trainingInput`) are not emulated: 501 UNIMPLEMENTED says so.
+Permissions: `ml.jobs.*` on the project or the job, plus `ml.models.predict` (modelName) or
+`ml.versions.predict` (versionName) on the model the job runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import auth
+from controlplane import common, job_work, listing
+from controlplane.common import check_etag, field_error, parse_mask, require_object
+from errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
+from payloads import Caller
+from registry import jobs, names, tasks
+from registry.resources import new_etag, now_rfc3339
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+JOB_SCHEMA = "GoogleCloudMlV1__Job"
+INPUT_SCHEMA = "GoogleCloudMlV1__PredictionInput"
+INPUT_FORMATS = ("JSON", "TEXT", "TF_RECORD", "TF_RECORD_GZIP")
+OUTPUT_FORMATS = ("JSON", "TEXT")
+DEFAULT_MAX_WORKERS = 10
+JOB_MASKS = {"labels": "labels"}
+FILTER_FIELDS = ("jobId", "state", "labels", "createTime", "startTime", "endTime", "errorMessage",
+                 "predictionInput", "predictionOutput", "etag")
+_SNAKE = {"outputPath": "output_path", "region": "region", "batchSize": "batch_size",
+          "maxWorkerCount": "max_worker_count"}
+
+
+def _int64(value: Any, field: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"Invalid value at '{field}' (TYPE_INT64), {value!r}") from None
+    if number <= 0:
+        raise field_error(InvalidArgument, field, f"{field} must be positive, got {number}.")
+    return number
+
+
+def _check_input(spec: Any) -> dict[str, Any]:
+    where = "job.prediction_input"
+    spec = require_object(spec, INPUT_SCHEMA, where)
+    data_format = str(spec.get("dataFormat") or "")
+    if data_format == "CSV":
+        raise field_error(InvalidArgument, f"{where}.data_format",
+                          "CSV is available only for output data, not as an input format.")
+    if data_format not in INPUT_FORMATS:
+        raise field_error(InvalidArgument, f"{where}.data_format",
+                          f"dataFormat is required: one of {', '.join(INPUT_FORMATS)}.")
+    output_format = str(spec.get("outputDataFormat") or "JSON")
+    if output_format not in (*OUTPUT_FORMATS, "DATA_FORMAT_UNSPECIFIED"):
+        raise field_error(InvalidArgument, f"{where}.output_data_format",
+                          f"outputDataFormat {output_format} is not supported by mlemu; use JSON "
+                          "(TF_RECORD formats are for input data only).")
+    paths = spec.get("inputPaths")
+    if not paths or not all(isinstance(p, str) and p for p in paths):
+        raise field_error(InvalidArgument, f"{where}.input_paths",
+                          "inputPaths must name at least one file or pattern.")
+    for field in ("outputPath", "region"):
+        if not spec.get(field):
+            raise field_error(InvalidArgument, f"{where}.{_SNAKE[field]}", f"{field} is required.")
+    given = [f for f in ("modelName", "versionName", "uri") if spec.get(f)]
+    if len(given) != 1:
+        raise field_error(InvalidArgument, f"{where}.model_version",
+                          "Specify exactly one of modelName, versionName or uri.")
+    normal = dict(spec)
+    for field in ("batchSize", "maxWorkerCount"):
+        if spec.get(field) is not None:  # int64: a JSON string on the way out
+            normal[field] = str(_int64(spec[field], f"{where}.{_SNAKE[field]}"))
+    return normal
+
+
+def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], project: str) -> None:
+    """The caller must be allowed to predict with the model the job runs (and it must exist)."""
+    if spec.get("uri"):
+        return
+    if spec.get("versionName"):
+        name = spec["versionName"]
+        proj, _, _ = names.parse_version_name(name)
+        permission = "ml.versions.predict"
+    else:
+        name = spec["modelName"]
+        proj, _ = names.parse_model_name(name)
+        permission = "ml.models.predict"
+    if proj != project:
+        raise field_error(InvalidArgument, "job.prediction_input.model_name",
+                          f"{name} is not in project {project}.")
+    auth.authorize(emu, caller, permission, name)
+    framework = job_work.version_of(emu, spec).framework
+    job_work.check_framework(emu, framework)
+
+
+def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:
+    auth.authorize(emu, caller, "ml.jobs.create", parent)
+    body = require_object(body, JOB_SCHEMA, "job")
+    if body.get("trainingInput"):
+        raise Unimplemented("Training jobs (trainingInput) are not emulated by mlemu; only batch "
+                            "prediction jobs (predictionInput) are.")
+    job_id = jobs.check_job_id(body.get("jobId"))
+    if not body.get("predictionInput"):
+        raise field_error(InvalidArgument, "job.prediction_input",
+                          "predictionInput is required for a batch prediction job.")
+    spec = _check_input(body["predictionInput"])
+    labels = body.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise field_error(InvalidArgument, "job.labels", "labels must map strings to strings.")
+    project = parent.removeprefix("projects/")
+    _authorize_model(emu, caller, spec, project)
+    name = jobs.job_name(project, job_id)
+    job = jobs.Job(name=name, prediction_input=spec, state="QUEUED", labels=dict(labels),
+                   create_time=now_rfc3339(), etag=new_etag(name),
+                   prediction_output={"outputPath": spec["outputPath"]})
+    with emu.store.transaction():
+        if jobs.get_job(emu.store, name) is not None:
+            raise field_error(AlreadyExists, "job.job_id",
+                              "A job with the same name already exists.")
+        jobs.put_job(emu.store, job)
+        tasks.put(emu.store, emu.tasks.new_task(name, job_work.BATCH_PREDICTION, name, {}))
+    emu.tasks.submit(name, job_work.BATCH_PREDICTION)
+    return job.to_json()
+
+
+def get_job(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
+    jobs.parse_job_name(name)
+    auth.authorize(emu, caller, "ml.jobs.get", name)
+    return common.get_job(emu.store, name).to_json()
+
+
+def list_jobs(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,
+              page_size: int | None = None, page_token: str | None = None) -> dict[str, Any]:
+    auth.authorize(emu, caller, "ml.jobs.list", parent)
+    items = [job.to_json() for job in jobs.list_jobs(emu.store, parent)]
+    return listing.list_response(items, "jobs", FILTER_FIELDS, filter=filter, page_size=page_size,
+                                 page_token=page_token, sort_key="jobId")
+
+
+def cancel_job(emu: Emulator, caller: Caller, name: str, body: Any = None) -> dict[str, Any]:
+    jobs.parse_job_name(name)
+    auth.authorize(emu, caller, "ml.jobs.cancel", name)
+    if body not in (None, {}):
+        raise InvalidArgument("Invalid JSON payload received. jobs.cancel takes an empty body.")
+    with emu.store.transaction():
+        job = common.get_job(emu.store, name)
+        if job.done:
+            raise FailedPrecondition(f"Job {job.job_id} is already in the terminal state "
+                                     f"{job.state} and cannot be cancelled.")
+        if job.state != "CANCELLING":
+            if tasks.get(emu.store, name) is None:  # nothing runs it: it ends here
+                job_work.transition(job, "CANCELLED", job_work.CANCELLED_MESSAGE)
+            else:  # the process running it stops the pipeline and ends it CANCELLED
+                job_work.transition(job, "CANCELLING", job_work.CANCELLING_MESSAGE)
+            jobs.put_job(emu.store, job)
+    return {}
+
+
+def patch_job(emu: Emulator, caller: Caller, name: str, body: Any,
+              update_mask: str | None) -> dict[str, Any]:
+    jobs.parse_job_name(name)
+    auth.authorize(emu, caller, "ml.jobs.update", name)
+    body = require_object(body, JOB_SCHEMA, "job")
+    parse_mask(update_mask, JOB_MASKS)
+    labels = body.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise field_error(InvalidArgument, "job.labels", "labels must map strings to strings.")
+    with emu.store.transaction():
+        job = common.get_job(emu.store, name)
+        check_etag(body, job.etag, "job")
+        job.labels = dict(labels)
+        job.etag = new_etag(name)
+        jobs.put_job(emu.store, job)
+    return job.to_json()
