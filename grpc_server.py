@@ -30,6 +30,23 @@ log = logging.getLogger("mlemu.grpc")
 GRACE_S = 8.0
 
 
+def connection_limits(settings: Settings) -> list[tuple[str, int]]:
+    """gRPC core's bounds on slow or vanished clients (channel arguments, grpc/include/grpc/impl/
+    channel_arg_names.h): a connection must finish its HTTP/2 handshake within the header
+    timeout (core's default is 120 s), an idle one is closed after the HTTP keep-alive time, and
+    keepalive pings find peers that vanished without closing. A call whose request message never
+    arrives is held until its connection closes (gRPC Python waits for the message in a pool
+    thread): max_connection_age bounds that, with the request timeout as the grace for calls in
+    flight."""
+    request_ms = int(settings.request_timeout * 1000)
+    return [("grpc.server_handshake_timeout_ms", int(settings.header_timeout * 1000)),
+            ("grpc.max_connection_idle_ms", 120_000),
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.max_connection_age_ms", max(request_ms, 300_000)),
+            ("grpc.max_connection_age_grace_ms", request_ms)]
+
+
 def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, int]:
     """A started-ready (not yet started) server and the port it is bound to."""
     from protocols.grps_grpc import GrpsServicer
@@ -43,7 +60,7 @@ def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, i
                                    thread_name_prefix="grpc"),
         options=[("grpc.max_receive_message_length", limit),
                  ("grpc.max_send_message_length", limit),
-                 ("grpc.so_reuseport", 0)],
+                 ("grpc.so_reuseport", 0), *connection_limits(settings)],
     )
     grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu), server)
     grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), server)

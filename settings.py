@@ -159,6 +159,24 @@ class Settings:
         return self.state_dir / "gcs"
 
     @property
+    def models_root(self) -> Path:
+        """The state directory's `models/`, a model root by default (local_model_roots)."""
+        return self.state_dir / "models"
+
+    def local_model_roots(self) -> tuple[Path, ...] | None:
+        """Where versions.create may take local model files from: MLEMU_MODEL_ROOTS when set;
+        else, in IAM mode `enforce`, the bootstrap file's directory and the state directory's
+        `models/`; else (mode `off`, where every caller may do anything anyway) anywhere."""
+        if self.model_roots is not None:
+            return tuple(Path(root) for root in self.model_roots)
+        if self.iam_mode != "enforce":
+            return None
+        roots = [self.models_root]
+        if self.config_file is not None:
+            roots.append(self.config_file.resolve().parent)
+        return tuple(roots)
+
+    @property
     def grps_online_path(self) -> Path:
         """grps's online flag (exists: online), shared by every serving process."""
         return self.state_dir / "grps-online"
