@@ -30,6 +30,13 @@ def predict_permission(ref: ModelRef) -> str:
     return "ml.versions.predict" if ref.version is not None else "ml.models.predict"
 
 
+def admit(emu: Emulator, caller: Caller, ref: ModelRef) -> None:
+    """The predict permission on what the request's path names, checked before its body is read
+    (issue 17): a caller who may not predict there gets 401/403 without the server decoding (and
+    allocating) anything. `predict` checks again, on the version it resolves."""
+    auth.authorize(emu, caller, predict_permission(ref), ref.resource_name)
+
+
 def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tuple[Version, Predictor]:
     """Check `permission`, then find the READY version `ref` names and its loaded predictor."""
     auth.authorize(emu, caller, permission, ref.resource_name)

@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, current_app, request
 from google.protobuf import json_format
 
+import auth
+import dataplane
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
 from protocols import grps_state as grps
+from protocols import inference
 from protocols.grps_messages import (
     GrpsMessage,
     Prediction,
@@ -164,6 +167,11 @@ def predict() -> Response:
     if streaming and as_ndarray:
         raise InvalidArgument("Streaming and return-ndarray are not supported at the same time.")
     content_type = request.headers.get("Content-Type")
+    selector = request.args.get("model")
+    if selector:  # what can be checked before the body is read (the body may name the model)
+        dataplane.admit(emu, caller, inference.model_ref(emu, *grps.split_model(selector)))
+    else:
+        auth.require_identity_unless_public(emu, caller, f"projects/{emu.settings.default_project}")
     message = parse_predict_body(content_type, read_body(emu.settings.max_message_bytes))
     call = Prediction(emu, caller, message, request.args.get("model"))
     if streaming:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Response, current_app, request
 
 import auth
+import dataplane
 from errors import ApiError, InvalidArgument
 from payloads import Caller
 from protocols import inference
@@ -120,6 +121,7 @@ def model_ready(model: str, version: str | None = None) -> Response:
 @bp.post("/v2/models/<model>/versions/<version>/infer")
 def infer(model: str, version: str | None = None) -> Response:
     emu, caller = _context()
+    dataplane.admit(emu, caller, inference.model_ref(emu, model, version))
     limit = emu.settings.max_message_bytes
     body = decompress(read_body(limit), request.headers.get("Content-Encoding", ""), limit)
     header, binary = split_body(body, request.headers.get("Inference-Header-Content-Length"))
