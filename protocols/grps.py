@@ -140,10 +140,12 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     _check_dtypes(data)
     try:
         message = json_format.ParseDict(data, GrpsMessage())
-    except json_format.ParseError as exc:
+        if ndarray is not None:
+            message.gtensors.CopyFrom(ndarray_to_gtensors(ndarray))
+    except (json_format.ParseError, ValueError, OverflowError, TypeError) as exc:
+        # protobuf's parser and numpy raise these for values they cannot hold (an enum number
+        # with no name, Infinity for an enum, a 400-digit number).
         raise InvalidArgument(f"Invalid GrpsMessage JSON: {exc}") from None
-    if ndarray is not None:
-        message.gtensors.CopyFrom(ndarray_to_gtensors(ndarray))
     return message
 
 
@@ -154,7 +156,9 @@ def _check_dtypes(data: dict[str, Any]) -> None:
     tensors = gtensors.get("tensors") if isinstance(gtensors, dict) else None
     for index, tensor in enumerate(tensors if isinstance(tensors, list) else []):
         dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
-        if isinstance(dtype, str) and dtype not in grps_pb2.DataType.keys():  # noqa: SIM118 - an EnumTypeWrapper
+        known = (dtype in grps_pb2.DataType.keys() if isinstance(dtype, str)  # noqa: SIM118 - an EnumTypeWrapper
+                 else dtype is None or (type(dtype) is int and dtype in grps_pb2.DataType.values()))
+        if not known:
             raise InvalidArgument(
                 f"gtensors[{index}]: unknown dtype {dtype!r}; expected one of "
                 f"{', '.join(grps_pb2.DataType.keys()[1:])}.")
