@@ -79,13 +79,13 @@ def _flag(name: str) -> bool:
 
 @bp.route("/health/online", methods=_BOTH)
 def online() -> Response:
-    grps.set_online(current_app.extensions["mlemu"], True)
+    grps.set_online(*_context(), True)
     return respond(ok())
 
 
 @bp.route("/health/offline", methods=_BOTH)
 def offline() -> Response:
-    grps.set_online(current_app.extensions["mlemu"], False)
+    grps.set_online(*_context(), False)
     return respond(ok())
 
 

@@ -56,12 +56,10 @@ class GrpsServicer(grps_pb2_grpc.GrpsServiceServicer):
         return self._answer(lambda: Prediction(self.emu, self._caller(context), request, None).stream())
 
     def Online(self, request: Any, context: grpc.ServicerContext) -> Any:
-        grps.set_online(self.emu, True)
-        return ok()
+        return self._one(lambda: grps.set_online(self.emu, self._caller(context), True) or ok())
 
     def Offline(self, request: Any, context: grpc.ServicerContext) -> Any:
-        grps.set_online(self.emu, False)
-        return ok()
+        return self._one(lambda: grps.set_online(self.emu, self._caller(context), False) or ok())
 
     def CheckLiveness(self, request: Any, context: grpc.ServicerContext) -> Any:
         return ok()
