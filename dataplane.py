@@ -7,6 +7,7 @@ whichever wire format a request came in on.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from registry.resources import Version, now_rfc3339
 if TYPE_CHECKING:
     from emulator import Emulator
 
+log = logging.getLogger("mlemu")
 #: lastUseTime is written at most this often per version and emulator (a write per request
 #: would serialise every prediction on the store's write lock); Emulator.last_use remembers when.
 LAST_USE_INTERVAL_S = 60.0
@@ -104,4 +106,7 @@ def _touch(emu: Emulator, version: Version) -> None:
         current.last_use_time = now_rfc3339()
         return True
 
-    emu.store.update_version(version, stamp)
+    try:
+        emu.store.update_version(version, stamp)
+    except Exception as exc:  # noqa: BLE001 - bookkeeping never fails a computed prediction
+        log.warning("could not record lastUseTime of %s: %s", version.name, exc)

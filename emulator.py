@@ -119,8 +119,17 @@ class Emulator:
         for name in self.deployments.prune(current_uid):
             log.info("unloaded %s: deleted or re-created elsewhere", name)
 
+    def store_problem(self) -> str | None:
+        """Why the store cannot be used now (a damaged, read-only or unreachable store), if so."""
+        try:
+            self.store.check()
+        except ApiError as exc:
+            return exc.message
+        return None
+
     def is_ready(self) -> bool:
-        return self.warmed.is_set()
+        """Bootstrap models loaded and the store usable: every readiness probe asks this."""
+        return self.warmed.is_set() and self.store_problem() is None
 
 
 #: Where Vertex AI's model (AIP_STORAGE_URI) is registered: model `vertex`, version `v1` of the

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grpc
 
 from emulator import Emulator, build_emulator, configure_logging
+from errors import ApiError
 from settings import Settings
 
 log = logging.getLogger("mlemu.grpc")
@@ -74,7 +75,11 @@ def main() -> int:
     if not settings.grpc_port:
         log.error("MLEMU_GRPC_PORT is 0: gRPC is disabled")
         return 2
-    emu = build_emulator(settings)
+    try:
+        emu = build_emulator(settings)
+    except ApiError as exc:  # an unusable store: one line naming it and the fix, no traceback
+        log.error("%s", exc.message)
+        return 1
     try:
         server, port = build_server(emu)
     except RuntimeError as exc:
