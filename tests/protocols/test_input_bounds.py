@@ -83,10 +83,10 @@ def grps(client, body):
 
 
 @pytest.mark.parametrize("body", [
-    {"gtensors": {"tensors": [{"name": "x", "dtype": -1, "shape": [1, 4], "flat_float": [1, 2, 3, 4]}]}},
+    {"gtensors": {"tensors": [{"name": "x", "dtype": -1, "shape": [1, 4], "flat_float32": [1, 2, 3, 4]}]}},
     {"gtensors": {"tensors": [{"name": "x", "dtype": float("inf"), "shape": [1, 4]}]}},
     {"gtensors": {"tensors": [{"name": "x", "dtype": "DT_FLOAT32", "shape": [HUGE, 4],
-                               "flat_float": [1, 2, 3, 4]}]}},
+                               "flat_float32": [1, 2, 3, 4]}]}},
     {"ndarray": [[int("9" * 400), 1, 2, 3]]},
 ])
 def test_grps_odd_inputs_are_400(client, body):
