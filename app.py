@@ -166,6 +166,8 @@ def serve(**flags: Any) -> None:
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
         iam_config=settings.iam_config.resolve() if settings.iam_config else None,
+        model_roots=None if settings.model_roots is None
+        else tuple(str(Path(root).resolve()) for root in settings.model_roots),
     )
     if settings.vertex is not None:
         vertex = settings.vertex

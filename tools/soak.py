@@ -140,8 +140,8 @@ def http_client(url: str, tally: Tally, stop: threading.Event, kind: str, path: 
 def grpc_client(target: str, tally: Tally, stop: threading.Event) -> None:
     import grpc
 
-    from protocols._generated import grpc_predict_v2_pb2 as pb
-    from protocols._generated import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
+    from protocols.proto_modules import grpc_predict_v2_pb2 as pb
+    from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
 
     with grpc.insecure_channel(target) as channel:
         v2 = grpc_predict_v2_pb2_grpc.GRPCInferenceServiceStub(channel)

@@ -169,7 +169,7 @@ def grpc_channel(app):
 
 
 def v2_request(data: Any) -> Any:
-    from protocols._generated import grpc_predict_v2_pb2 as pb
+    from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 
     request = pb.ModelInferRequest(model_name=data.draw(st.sampled_from(["m", "", "ghost", "m\n"])),
                                    model_version=data.draw(st.sampled_from(["", "v1", "zz"])))
@@ -186,7 +186,7 @@ def v2_request(data: Any) -> Any:
 
 
 def grps_request(data: Any) -> Any:
-    from protocols._generated import grps_pb2
+    from protocols.proto_modules import grps_pb2
 
     request = grps_pb2.GrpsMessage(model=data.draw(st.sampled_from(["m", "", "ghost", "m-v1", "-"])))
     kind = data.draw(st.sampled_from(["gtensors", "str_data", "bin_data", "none"]))
@@ -208,7 +208,7 @@ def grps_request(data: Any) -> Any:
 @FUZZ
 @given(data=st.data())
 def test_grpc_services(grpc_channel, data):
-    from protocols._generated import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
+    from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
 
     if data.draw(st.booleans()):
         stub = grpc_predict_v2_pb2_grpc.GRPCInferenceServiceStub(grpc_channel)
@@ -227,8 +227,8 @@ def test_grpc_services(grpc_channel, data):
 
 def test_still_healthy_after(app, grpc_channel):
     healthy(app.test_client())
-    from protocols._generated import grpc_predict_v2_pb2 as pb
-    from protocols._generated import grpc_predict_v2_pb2_grpc
+    from protocols.proto_modules import grpc_predict_v2_pb2 as pb
+    from protocols.proto_modules import grpc_predict_v2_pb2_grpc
 
     stub = grpc_predict_v2_pb2_grpc.GRPCInferenceServiceStub(grpc_channel)
     assert stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready
