@@ -93,3 +93,20 @@ def test_grps_odd_inputs_are_400(client, body):
     answer = grps(client, body)
     assert answer.status_code == 400, answer.data
     assert answer.get_json()["status"]["status"] == "FAILURE"
+
+
+def test_a_gzip_bomb_is_refused_by_its_inflation(client):
+    import gzip
+
+    bomb = gzip.compress(b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": ['
+                         + b"0," * (4 << 20) + b"0]}]}")
+    assert len(bomb) < 20_000  # 8 MiB of JSON
+    answer = client.post("/v2/models/m/infer", data=bomb,
+                         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert answer.status_code == 400, answer.data
+    assert "inflates past 100 times its size" in answer.get_json()["error"]
+    ordinary = gzip.compress(json.dumps({"inputs": [{"name": "x", "datatype": "FP32",
+                                                     "shape": [1, 4], "data": [1, 2, 3, 4]}]}).encode())
+    answer = client.post("/v2/models/m/infer", data=ordinary,
+                         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert answer.status_code == 200, answer.data
