@@ -62,8 +62,12 @@ def test_surrogate_pairs_are_ordinary_characters(client):
 
 
 def test_prediction_bodies_are_checked_the_same_way(client):
+    answer = post(client, f"{P}/models/m:predict", b'{"instances": ["\\ud800"]}')
+    refused(answer, "Missing low surrogate.")
+    # TF Serving answers in its own parser's (rapidjson's) words.
     answer = post(client, "/v1/models/m:predict", b'{"instances": ["\\ud800"]}')
-    assert answer.status_code == 400 and "Missing low surrogate." in answer.get_data(as_text=True)
+    assert answer.status_code == 400
+    assert "The surrogate pair in string is invalid." in answer.get_json()["error"]
 
 
 def test_rows_stored_before_the_check_still_read(client):

@@ -110,3 +110,11 @@ def test_a_gzip_bomb_is_refused_by_its_inflation(client):
     answer = client.post("/v2/models/m/infer", data=ordinary,
                          headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert answer.status_code == 200, answer.data
+
+
+def test_tf_serving_refuses_an_integer_too_long_for_a_double(client):
+    answer = client.post("/v1/models/m:predict", data=b'{"instances": [' + b"9" * 5000 + b"]}",
+                         headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400, answer.data
+    assert answer.get_json() == {
+        "error": "JSON Parse error: Number too big to be stored in double. at offset: 15"}
