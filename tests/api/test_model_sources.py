@@ -137,3 +137,15 @@ def test_iam_mode_off_keeps_any_local_path_unless_roots_are_set(world, make_app)
     answer = strict.post(f"{M}/versions", json={"name": "v1",
                                                 "deploymentUri": str(world["outside"] / "iris")})
     refusal(answer, str(world["outside"] / "iris"))
+
+
+def test_batch_prediction_jobs_take_a_model_uri_only_from_the_roots(world):
+    from tests import batchkit
+
+    client, _ = client_for(world, batch_any_framework=True)
+    uri = str(world["outside"])
+    job = batchkit.prediction_job("j1", [str(world["tmp"] / "in.json")], str(world["tmp"] / "out"),
+                                  uri=uri)
+    answer = client.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=job)
+    assert "job.prediction_input.uri" in refusal(answer, uri)
+    assert not (world["tmp"] / "pwned").exists()
