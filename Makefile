@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos system-deps
+.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos system-deps soak
 
 GENERATED := protocols/_generated/__init__.py
 
@@ -64,6 +64,12 @@ bench: bench-deps
 
 bench-quick: bench-deps
 	$(PY) -m bench --quick
+
+# A bounded mixed soak of a real server (tools/soak.py; not part of `make test`): every protocol,
+# management writes, one worker killed half-way. SOAK_SECONDS sets its length.
+SOAK_SECONDS ?= 60
+soak: venv
+	$(PY) tools/soak.py --seconds $(SOAK_SECONDS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -62,6 +62,9 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     configure_logging(settings)
     flask_app = Flask("mlemu")
     flask_app.json.sort_keys = False  # type: ignore[attr-defined]
+    # werkzeug answers `/v2/models//infer` with an HTML 308 to `/v2/models/infer` (merge_slashes):
+    # a path is matched as sent, and one with an empty segment is a JSON 404 like any unknown path.
+    flask_app.url_map.merge_slashes = False
     flask_app.extensions["mlemu"] = build_emulator(settings, warm=warm)
     if settings.vertex is not None:  # first: Vertex AI's routes win over any route they shadow
         from protocols.vertex import make_blueprint as vertex_blueprint
@@ -163,6 +166,8 @@ def serve(**flags: Any) -> None:
         state_dir=settings.state_dir.resolve(),
         config_file=settings.config_file.resolve() if settings.config_file else None,
         iam_config=settings.iam_config.resolve() if settings.iam_config else None,
+        model_roots=None if settings.model_roots is None
+        else tuple(str(Path(root).resolve()) for root in settings.model_roots),
     )
     if settings.vertex is not None:
         vertex = settings.vertex

@@ -7,6 +7,7 @@ whichever wire format a request came in on.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from registry.resources import Version, now_rfc3339
 if TYPE_CHECKING:
     from emulator import Emulator
 
+log = logging.getLogger("mlemu")
 #: lastUseTime is written at most this often per version and emulator (a write per request
 #: would serialise every prediction on the store's write lock); Emulator.last_use remembers when.
 LAST_USE_INTERVAL_S = 60.0
@@ -28,6 +30,13 @@ LAST_USE_INTERVAL_S = 60.0
 
 def predict_permission(ref: ModelRef) -> str:
     return "ml.versions.predict" if ref.version is not None else "ml.models.predict"
+
+
+def admit(emu: Emulator, caller: Caller, ref: ModelRef) -> None:
+    """The predict permission on what the request's path names, checked before its body is read
+    (issue 17): a caller who may not predict there gets 401/403 without the server decoding (and
+    allocating) anything. `predict` checks again, on the version it resolves."""
+    auth.authorize(emu, caller, predict_permission(ref), ref.resource_name)
 
 
 def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tuple[Version, Predictor]:
@@ -97,4 +106,7 @@ def _touch(emu: Emulator, version: Version) -> None:
         current.last_use_time = now_rfc3339()
         return True
 
-    emu.store.update_version(version, stamp)
+    try:
+        emu.store.update_version(version, stamp)
+    except Exception as exc:  # noqa: BLE001 - bookkeeping never fails a computed prediction
+        log.warning("could not record lastUseTime of %s: %s", version.name, exc)

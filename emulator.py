@@ -20,7 +20,7 @@ import auth
 from controlplane import job_work, operation_work
 from errors import ApiError
 from predictors.base import PredictorOptions
-from registry import bootstrap, names
+from registry import artifacts, bootstrap, names
 from registry.deployments import Deployments
 from registry.gcs import GcsCache
 from registry.resources import Version
@@ -62,6 +62,8 @@ class Emulator:
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
     #: Version name -> monotonic time this emulator last wrote its lastUseTime (dataplane.py).
     last_use: dict[str, float] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    #: Where versions.create may take model files from (MLEMU_MODEL_ROOTS, MLEMU_ALLOWED_BUCKETS).
+    sources: artifacts.Sources = dataclasses.field(default_factory=artifacts.Sources)
     #: Runs long-running operations off the request thread and adopts orphaned ones.
     tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -117,8 +119,17 @@ class Emulator:
         for name in self.deployments.prune(current_uid):
             log.info("unloaded %s: deleted or re-created elsewhere", name)
 
+    def store_problem(self) -> str | None:
+        """Why the store cannot be used now (a damaged, read-only or unreachable store), if so."""
+        try:
+            self.store.check()
+        except ApiError as exc:
+            return exc.message
+        return None
+
     def is_ready(self) -> bool:
-        return self.warmed.is_set()
+        """Bootstrap models loaded and the store usable: every readiness probe asks this."""
+        return self.warmed.is_set() and self.store_problem() is None
 
 
 #: Where Vertex AI's model (AIP_STORAGE_URI) is registered: model `vertex`, version `v1` of the
@@ -157,6 +168,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
                               max_loaded=settings.max_loaded_versions)
     emu = Emulator(settings, store, deployments, iam)
+    settings.models_root.mkdir(exist_ok=True)
+    emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     if settings.vertex is not None:

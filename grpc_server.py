@@ -9,20 +9,24 @@ default; gRPC's own default is 4 MiB) in both directions.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Coroutine
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
 
 from emulator import Emulator, build_emulator, configure_logging
+from errors import ApiError
 from settings import Settings
 
 log = logging.getLogger("mlemu.grpc")
@@ -30,25 +34,80 @@ log = logging.getLogger("mlemu.grpc")
 GRACE_S = 8.0
 
 
-def build_server(emu: Emulator, port: int | None = None) -> tuple[grpc.Server, int]:
-    """A started-ready (not yet started) server and the port it is bound to."""
-    from protocols.grps_grpc import GrpsServicer
-    from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
-    from protocols.v2_grpc import V2Servicer
+def connection_limits(settings: Settings) -> list[tuple[str, int]]:
+    """gRPC core's bounds on slow or vanished clients (channel arguments, grpc/include/grpc/impl/
+    channel_arg_names.h): a connection must finish its HTTP/2 handshake within the header
+    timeout (core's default is 120 s), an idle one is closed after the HTTP keep-alive time,
+    keepalive pings find peers that vanished without closing, and a connection is closed after
+    max(5 min, the request timeout) with the request timeout as the grace for calls in flight."""
+    request_ms = int(settings.request_timeout * 1000)
+    return [("grpc.server_handshake_timeout_ms", int(settings.header_timeout * 1000)),
+            ("grpc.max_connection_idle_ms", 120_000),
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.max_connection_age_ms", max(request_ms, 300_000)),
+            ("grpc.max_connection_age_grace_ms", request_ms)]
 
-    settings = emu.settings
-    limit = settings.max_message_bytes
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max(4, settings.worker_layout()[1]),
-                                   thread_name_prefix="grpc"),
-        options=[("grpc.max_receive_message_length", limit),
-                 ("grpc.max_send_message_length", limit),
-                 ("grpc.so_reuseport", 0)],
-    )
-    grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu), server)
-    grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), server)
-    bound = server.add_insecure_port(f"{settings.host}:{settings.grpc_port if port is None else port}")
-    return server, bound
+
+class GrpcServer:
+    """grpc.aio's server, on an event loop of its own thread, serving the (synchronous) servicers
+    in a thread pool.
+
+    Why asyncio (issue 17): grpc's threaded server (grpc/_server.py `_unary_request`) gives a call
+    a pool thread as soon as its headers arrive, and that thread then waits for the request
+    message: 20 calls that send their headers and part of a message held all 8 threads, and
+    well-behaved calls timed out. grpc.aio receives the message in the event loop and only then
+    runs the handler in the pool (its `migration_thread_pool`), as deploy/worker.py does for HTTP.
+    """
+
+    def __init__(self, emu: Emulator, port: int | None = None) -> None:
+        settings = emu.settings
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
+        self._thread.start()
+        self.pool = futures.ThreadPoolExecutor(max_workers=max(4, settings.worker_layout()[1]),
+                                               thread_name_prefix="grpc")
+        try:
+            self.server, self.port = self._run(self._build(emu, port))
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            raise
+
+    def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def _build(self, emu: Emulator, port: int | None) -> tuple[Any, int]:
+        from protocols.grps_grpc import GrpsServicer
+        from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
+        from protocols.v2_grpc import V2Servicer
+
+        settings = emu.settings
+        limit = settings.max_message_bytes
+        server = grpc.aio.server(
+            migration_thread_pool=self.pool,
+            options=[("grpc.max_receive_message_length", limit),
+                     ("grpc.max_send_message_length", limit),
+                     ("grpc.so_reuseport", 0), *connection_limits(settings)],
+        )
+        grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu), server)
+        grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), server)
+        bound = server.add_insecure_port(f"{settings.host}:{settings.grpc_port if port is None else port}")
+        return server, bound
+
+    def start(self) -> None:
+        self._run(self.server.start())
+
+    def stop(self, grace: float | None) -> None:
+        """Refuse new calls at once; give calls in flight `grace` seconds, then cancel them."""
+        self._run(self.server.stop(grace))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.pool.shutdown(wait=False)
+
+
+def build_server(emu: Emulator, port: int | None = None) -> tuple[GrpcServer, int]:
+    """A started-ready (not yet started) server and the port it is bound to."""
+    server = GrpcServer(emu, port)
+    return server, server.port
 
 
 def main() -> int:
@@ -57,7 +116,11 @@ def main() -> int:
     if not settings.grpc_port:
         log.error("MLEMU_GRPC_PORT is 0: gRPC is disabled")
         return 2
-    emu = build_emulator(settings)
+    try:
+        emu = build_emulator(settings)
+    except ApiError as exc:  # an unusable store: one line naming it and the fix, no traceback
+        log.error("%s", exc.message)
+        return 1
     try:
         server, port = build_server(emu)
     except RuntimeError as exc:
@@ -80,7 +143,7 @@ def main() -> int:
     while not stopping.wait(1.0):
         pass
     # New RPCs are refused at once; in-flight ones get GRACE_S, then are cancelled.
-    server.stop(GRACE_S).wait()
+    server.stop(GRACE_S)
     # A call cancelled at the deadline whose model is still computing keeps a non-daemon pool
     # thread that interpreter exit would wait for: exit 1 s from now regardless, as gunicorn's
     # master SIGKILLs a worker past graceful_timeout. The store commits whole transactions only.

@@ -21,6 +21,7 @@ from envvars import (
     COUNT,
     DIRECTORY,
     FILE,
+    FLOAT,
     INTEGER,
     LIST,
     TEXT,
@@ -40,6 +41,11 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 IAM_MODES = ("off", "enforce")
 #: MLEMU_LOG_LEVEL: the levels both logging and gunicorn's loglevel know.
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+#: Seconds a client has to send a request's headers, and its whole request, from its first byte
+#: (deploy/worker.py). Node.js's http server bounds both the same way (headersTimeout 60 s,
+#: requestTimeout 300 s); an emulator's clients are near, so the bounds are tighter.
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_REQUEST_TIMEOUT = 60.0
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -77,6 +83,10 @@ SETTINGS = (
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
     Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
+    Var("header_timeout", ("MLEMU_HEADER_TIMEOUT",), FLOAT),
+    Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
+    Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
+    Var("allowed_buckets", ("MLEMU_ALLOWED_BUCKETS",), LIST),
 )
 
 
@@ -124,6 +134,14 @@ class Settings:
     #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
     #: TensorFlow models only); off refuses them as the service did.
     batch_any_framework: bool = False
+    #: Time limits for receiving a request (headers; headers and body), in seconds.
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: Directories versions.create may take local deploymentUri / packageUris from; None: the
+    #: defaults of `local_model_roots`.
+    model_roots: tuple[str, ...] | None = None
+    #: Cloud Storage buckets versions.create may take gs:// URIs from; None: any bucket.
+    allowed_buckets: tuple[str, ...] | None = None
 
     @property
     def store_path(self) -> Path:
@@ -139,6 +157,24 @@ class Settings:
     def gcs_cache_path(self) -> Path:
         """Local copies of gs:// artifacts, keyed by URI and object generation."""
         return self.state_dir / "gcs"
+
+    @property
+    def models_root(self) -> Path:
+        """The state directory's `models/`, a model root by default (local_model_roots)."""
+        return self.state_dir / "models"
+
+    def local_model_roots(self) -> tuple[Path, ...] | None:
+        """Where versions.create may take local model files from: MLEMU_MODEL_ROOTS when set;
+        else, in IAM mode `enforce`, the bootstrap file's directory and the state directory's
+        `models/`; else (mode `off`, where every caller may do anything anyway) anywhere."""
+        if self.model_roots is not None:
+            return tuple(Path(root) for root in self.model_roots)
+        if self.iam_mode != "enforce":
+            return None
+        roots = [self.models_root]
+        if self.config_file is not None:
+            roots.append(self.config_file.resolve().parent)
+        return tuple(roots)
 
     @property
     def grps_online_path(self) -> Path:

@@ -34,8 +34,10 @@ def _render(exc: ApiError) -> Response:
 
 
 def is_health_probe(path: str) -> bool:
-    """The routes IAM leaves open in every mode: liveness and readiness probes."""
-    return path in ("/healthz", "/readyz") or path.startswith(("/v2/health/", "/grps/v1/health/"))
+    """The routes IAM leaves open in every mode: liveness and readiness probes (grps's
+    online/offline change the server's state: they need a permission, protocols/grps_state.py)."""
+    return path in ("/healthz", "/readyz", "/grps/v1/health/live", "/grps/v1/health/ready") \
+        or path.startswith("/v2/health/")
 
 
 def register_authentication(app: Flask) -> None:

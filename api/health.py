@@ -2,7 +2,8 @@
 
   GET /healthz  -> 200 {"status": "ok", "pid": <worker pid>, "project": <default project>} while
                    the process serves (the CLI reads `project` when given none)
-  GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded, else 503
+  GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded and the store is
+                   usable; else 503 {"status": "loading"} or {"status": "unavailable", "error"}
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ def healthz() -> Response:
 @bp.get("/readyz")
 def readyz() -> Response:
     emu = current_app.extensions["mlemu"]
-    if emu.is_ready():
+    problem = emu.store_problem()
+    if problem is not None:
+        return json_response({"status": "unavailable", "error": problem}, 503)
+    if emu.warmed.is_set():
         return json_response({"status": "ready"})
     return json_response({"status": "loading"}, 503)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy", "authorize",
            "denied", "granted", "held_permissions", "identify", "is_role", "job_of", "load_config",
            "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
-           "require_authenticated"]
+           "require_authenticated", "require_identity_unless_public"]
 #: MLEMU_IAM_MODE is checked by settings.py; a Settings built in code is checked by load_config.
 MODES = IAM_MODES
 MODEL_OWNER = "roles/ml.modelOwner"
@@ -121,6 +121,18 @@ def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> 
     if caller.is_anonymous:
         raise _missing_credentials()
     raise denied(permission, resource)
+
+
+def require_identity_unless_public(emu: Emulator, caller: Caller, project_name: str) -> None:
+    """Before a request's body is read, when the path names no resource (issue 17): an anonymous
+    caller is refused (401) unless some policy of the project grants `allUsers` anything, so
+    nothing is decoded for a caller who could not be allowed whatever the body says."""
+    if not enforced(emu) or not caller.is_anonymous or granted(emu, caller, project_name):
+        return
+    for stored in emu.store.children(KIND, project_name):  # model policies
+        if any(m == "allUsers" for b in policy_from_storage(stored).bindings for m in b.members):
+            return
+    raise _missing_credentials()
 
 
 def require_authenticated(emu: Emulator, caller: Caller) -> None:

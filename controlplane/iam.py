@@ -31,7 +31,7 @@ CONCURRENT_CHANGE = ("There were concurrent policy changes. Please retry the who
 _MASK_PATHS = {"bindings": "bindings", "etag": "etag", "auditConfigs": "auditConfigs",
                "audit_configs": "auditConfigs", "version": "version"}
 _POLICY_FIELDS = {"version", "bindings", "etag", "auditConfigs"}
-_PERMISSION = re.compile(r"^[a-z][a-z0-9]*(\.[A-Za-z][A-Za-z0-9]*){2}$")
+_PERMISSION = re.compile(r"[a-z][a-z0-9]*(\.[A-Za-z][A-Za-z0-9]*){2}")
 
 
 def _check_version(version: Any, where: str) -> None:
@@ -131,7 +131,7 @@ def test_iam_permissions(emu: Emulator, caller: Caller, resource: str, body: Any
         if "*" in permission:
             raise InvalidArgument("Permissions with wildcards (such as '*' or 'ml.*') are not "
                                   "allowed in testIamPermissions requests.")
-        if not _PERMISSION.match(permission):
+        if not _PERMISSION.fullmatch(permission):
             raise InvalidArgument(f"Permission {permission} is not valid.")
     held = auth.held_permissions(emu, caller, resource, wanted)
     return {"permissions": held} if held else {}

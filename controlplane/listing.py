@@ -25,6 +25,9 @@ from errors import InvalidArgument
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+#: Deepest nesting of NOT / `-` / parentheses a filter may use (both its parse and its predicate
+#: recurse per level; Python's own limit would answer 500).
+MAX_FILTER_DEPTH = 64
 
 _TOKEN = re.compile(r'\s*(\(|\)|!=|<=|>=|=|<|>|:|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[^\s()=!<>:"\']+)')
 _OPS = {"=", "!=", ":", "<", ">", "<=", ">="}
@@ -96,6 +99,13 @@ class _Parser:
         self.fields = set(fields)
         self.tokens = _tokens(spec)
         self.pos = 0
+        self.depth = 0
+
+    def nest(self) -> None:
+        """One more level of NOT or parentheses; bounded, as the parse and the predicate recurse."""
+        self.depth += 1
+        if self.depth > MAX_FILTER_DEPTH:
+            raise _bad(self.spec, f"it nests more than {MAX_FILTER_DEPTH} levels deep.")
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -135,14 +145,18 @@ class _Parser:
                 self.take()
             else:
                 self.tokens[self.pos] = word[1:]
+            self.nest()
             inner = self.negation()
+            self.depth -= 1
             return lambda r: not inner(r)
         return self.atom()
 
     def atom(self) -> Predicate:
         word = self.take()
         if word == "(":
+            self.nest()
             inner = self.disjunction()
+            self.depth -= 1
             if self.take() != ")":
                 raise _bad(self.spec, "unbalanced parentheses.")
             return inner
@@ -185,7 +199,7 @@ def paginate(items: list[dict[str, Any]], size: int | None, token: str | None,
         try:
             data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
             after, digest = str(data["after"]), str(data["filter"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # a token of deep JSON too
             raise InvalidArgument("Field: page_token Error: Invalid page token.") from None
         if digest != _digest(spec):
             raise InvalidArgument(

@@ -88,6 +88,10 @@ def create_version(emu: Emulator, caller: Caller, parent: str, body: Any) -> dic
     body = require_object(body, VERSION_SCHEMA, "version")
     version_id = names.check_id(body.get("name"), "version.name", "Version")
     _check_spec(body)
+    # Before anything reads the files (loading a pickle runs its code): only allowed sources.
+    emu.sources.check(body["deploymentUri"], "version.deployment_uri")
+    for uri in body.get("packageUris", []):
+        emu.sources.check(uri, "version.package_uris")
     project, model_id = names.parse_model_name(parent)
     version = Version.from_json(body, names.version_name(project, model_id, version_id))
     if version.framework == "FRAMEWORK_UNSPECIFIED":

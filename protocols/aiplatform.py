@@ -104,6 +104,7 @@ def _predict(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
     check_standard_params()
+    dataplane.admit(emu, caller, ref)
     data = read_body(emu.settings.max_request_bytes)
     return google_json_response({"predictions": _predictions(emu, caller, ref, data)},
                                 pretty_default=False)
@@ -198,6 +199,7 @@ class PredictFastPath:
     def _serve(self, environ: dict[str, Any], ref: ModelRef) -> bytes:
         emu = self.emu
         caller = auth.identify(emu, EnvironHeaders(environ))
+        dataplane.admit(emu, caller, ref)
         data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
                             emu.settings.max_request_bytes)
         return google_json({"predictions": _predictions(emu, caller, ref, data)}, pretty=False)

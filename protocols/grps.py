@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, current_app, request
 from google.protobuf import json_format
 
+import auth
+import dataplane
 import wirejson
 from errors import ApiError, Internal, InvalidArgument, Unavailable
 from payloads import Caller
 from protocols import grps_state as grps
+from protocols import inference
 from protocols.grps_messages import (
     GrpsMessage,
     Prediction,
@@ -76,13 +79,13 @@ def _flag(name: str) -> bool:
 
 @bp.route("/health/online", methods=_BOTH)
 def online() -> Response:
-    grps.set_online(current_app.extensions["mlemu"], True)
+    grps.set_online(*_context(), True)
     return respond(ok())
 
 
 @bp.route("/health/offline", methods=_BOTH)
 def offline() -> Response:
-    grps.set_online(current_app.extensions["mlemu"], False)
+    grps.set_online(*_context(), False)
     return respond(ok())
 
 
@@ -137,10 +140,12 @@ def parse_predict_body(content_type: str | None, body: bytes) -> Any:
     _check_dtypes(data)
     try:
         message = json_format.ParseDict(data, GrpsMessage())
-    except json_format.ParseError as exc:
+        if ndarray is not None:
+            message.gtensors.CopyFrom(ndarray_to_gtensors(ndarray))
+    except (json_format.ParseError, ValueError, OverflowError, TypeError) as exc:
+        # protobuf's parser and numpy raise these for values they cannot hold (an enum number
+        # with no name, Infinity for an enum, a 400-digit number).
         raise InvalidArgument(f"Invalid GrpsMessage JSON: {exc}") from None
-    if ndarray is not None:
-        message.gtensors.CopyFrom(ndarray_to_gtensors(ndarray))
     return message
 
 
@@ -151,7 +156,9 @@ def _check_dtypes(data: dict[str, Any]) -> None:
     tensors = gtensors.get("tensors") if isinstance(gtensors, dict) else None
     for index, tensor in enumerate(tensors if isinstance(tensors, list) else []):
         dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
-        if isinstance(dtype, str) and dtype not in grps_pb2.DataType.keys():  # noqa: SIM118 - an EnumTypeWrapper
+        known = (dtype in grps_pb2.DataType.keys() if isinstance(dtype, str)  # noqa: SIM118 - an EnumTypeWrapper
+                 else dtype is None or (type(dtype) is int and dtype in grps_pb2.DataType.values()))
+        if not known:
             raise InvalidArgument(
                 f"gtensors[{index}]: unknown dtype {dtype!r}; expected one of "
                 f"{', '.join(grps_pb2.DataType.keys()[1:])}.")
@@ -164,6 +171,11 @@ def predict() -> Response:
     if streaming and as_ndarray:
         raise InvalidArgument("Streaming and return-ndarray are not supported at the same time.")
     content_type = request.headers.get("Content-Type")
+    selector = request.args.get("model")
+    if selector:  # what can be checked before the body is read (the body may name the model)
+        dataplane.admit(emu, caller, inference.model_ref(emu, *grps.split_model(selector)))
+    else:
+        auth.require_identity_unless_public(emu, caller, f"projects/{emu.settings.default_project}")
     message = parse_predict_body(content_type, read_body(emu.settings.max_message_bytes))
     call = Prediction(emu, caller, message, request.args.get("model"))
     if streaming:

@@ -55,13 +55,18 @@ class GrpsServicer(grps_pb2_grpc.GrpsServiceServicer):
     def PredictStreaming(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         return self._answer(lambda: Prediction(self.emu, self._caller(context), request, None).stream())
 
+    def _set_online(self, context: grpc.ServicerContext, online: bool) -> Any:
+        def produce() -> Any:
+            grps.set_online(self.emu, self._caller(context), online)
+            return ok()
+
+        return self._one(produce)
+
     def Online(self, request: Any, context: grpc.ServicerContext) -> Any:
-        grps.set_online(self.emu, True)
-        return ok()
+        return self._set_online(context, True)
 
     def Offline(self, request: Any, context: grpc.ServicerContext) -> Any:
-        grps.set_online(self.emu, False)
-        return ok()
+        return self._set_online(context, False)
 
     def CheckLiveness(self, request: Any, context: grpc.ServicerContext) -> Any:
         return ok()

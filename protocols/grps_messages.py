@@ -28,7 +28,7 @@ from protocols import grps_state as grps
 from protocols import inference
 from protocols.grps_tensors import GRPS_DTYPES, GRPS_OUTPUT_DTYPES, to_flat
 from protocols.proto_modules import grps_pb2
-from protocols.tensors import Tensor, from_flat, from_predictions
+from protocols.tensors import Tensor, check_shape, from_flat, from_predictions
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -71,7 +71,8 @@ def tensors_from_message(data: Any) -> list[Tensor]:
         if dtype not in GRPS_DTYPES:
             raise InvalidArgument(f"gtensors[{index}] ('{name}'): unknown or missing dtype {dtype}.")
         datatype, field = GRPS_DTYPES[dtype]
-        tensors.append(from_flat(name, datatype, tuple(item.shape), getattr(item, field)))
+        shape = check_shape(list(item.shape), f"gtensors[{index}] ('{name}')")
+        tensors.append(from_flat(name, datatype, shape, getattr(item, field)))
     if not tensors:
         raise InvalidArgument("gtensors holds no tensors.")
     if len({t.name for t in tensors}) != len(tensors):

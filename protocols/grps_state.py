@@ -33,7 +33,14 @@ def is_online(emu: Emulator) -> bool:
     return emu.settings.grps_online_path.exists()
 
 
-def set_online(emu: Emulator, online: bool) -> None:
+#: What taking grps online or offline needs in IAM mode `enforce` (issue 17): it changes the
+#: state every caller sees, so it is the permission closest in meaning, on the default project.
+#: live/ready stay open to every caller, as the other health probes.
+ONLINE_PERMISSION = "ml.models.update"
+
+
+def set_online(emu: Emulator, caller: Caller, online: bool) -> None:
+    auth.authorize(emu, caller, ONLINE_PERMISSION, f"projects/{emu.settings.default_project}")
     if online:
         emu.settings.grps_online_path.touch()
     else:

@@ -24,8 +24,11 @@ def from_binary(name: str, datatype: str, shape: tuple[int, ...], raw: bytes) ->
     where = f"input '{name}'"
     expected = element_count(shape)
     if datatype == "BYTES":
-        array = np.empty(expected, dtype=np.object_)
-        array[:] = deserialize_bytes(raw, expected, where)
+        # The elements present are counted before anything is allocated for the shape's count
+        # (a [50000000] shape in a 100-byte request, issue 17).
+        items = deserialize_bytes(raw, expected, where)
+        array = np.empty(len(items), dtype=np.object_)
+        array[:] = items
         return Tensor(name, datatype, array.reshape(shape))
     itemsize = _ITEMSIZE.get(datatype) or np.dtype(NUMPY_DTYPES[datatype]).itemsize
     if len(raw) != expected * itemsize:

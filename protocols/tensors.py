@@ -59,11 +59,16 @@ class Tensor:
 
 
 def check_datatype(datatype: Any, where: str) -> str:
-    if datatype not in NUMPY_DTYPES:
+    if not isinstance(datatype, str) or datatype not in NUMPY_DTYPES:  # [] / {}: unhashable
         raise InvalidArgument(
             f"{where}: unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}."
         )
     return str(datatype)
+
+
+#: The largest element count any shape may describe, zero dimensions aside: what numpy can
+#: address for 16-byte elements. A shape past it cannot be allocated, even with no elements.
+_MAX_SPAN = (2**63 - 1) // 16
 
 
 def check_shape(shape: Any, where: str) -> tuple[int, ...]:
@@ -71,6 +76,8 @@ def check_shape(shape: Any, where: str) -> tuple[int, ...]:
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
     ):
         raise InvalidArgument(f"{where}: shape must be a list of non-negative integers, got {shape!r}.")
+    if math.prod(max(d, 1) for d in shape) > _MAX_SPAN:
+        raise InvalidArgument(f"{where}: shape {list(shape)} is too large.")
     return tuple(int(d) for d in shape)
 
 

@@ -146,6 +146,7 @@ def dispatch(rest: str = "") -> Response:
         return _bytes(writer.proto_text(status).encode())
     assert post is not None
     model, number, label, verb = post.group(1), _number(post.group(2)), post.group(3), post.group(4)
+    versions.admit(emu, caller, project, model, number, label, "ml.models.predict")
     body, bools = _body()
 
     def resolve() -> Any:

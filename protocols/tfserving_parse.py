@@ -136,6 +136,14 @@ def loads(data: bytes) -> Any:
         raise InvalidArgument(f"JSON Parse error: {message} at offset: {offset}") from None
     except UnicodeDecodeError:  # python-rapidjson checks UTF-8; TF Serving's rapidjson does not
         return _read_iteratively(data)
+    except ValueError as exc:
+        # python-rapidjson builds a Python int of an integer's digits, which Python refuses past
+        # 4,300 of them (issue 17: a 500). rapidjson itself reads such a number as a double, and
+        # every integer that long exceeds one: reader.h's kParseErrorNumberTooBig.
+        match = _ERROR.match(str(exc))
+        offset = int(match.group(1)) if match else 0
+        raise InvalidArgument(f"JSON Parse error: Number too big to be stored in double. at "
+                              f"offset: {offset}") from None
 
 
 def _read_iteratively(data: bytes) -> Any:

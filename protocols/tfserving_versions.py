@@ -80,6 +80,14 @@ def _version_id(emu: Emulator, model: str, model_name: str, number: int) -> str:
     return names.short(version.name)
 
 
+def admit(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
+          label: str | None, permission: str) -> None:
+    """`resolve`'s permission check alone, for before the request body is read (issue 17)."""
+    if number is not None or label is not None:
+        permission = permission.replace("ml.models.", "ml.versions.")
+    auth.authorize(emu, caller, permission, names.model_name(project, model))
+
+
 def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
             label: str | None, permission: str) -> tuple[Version, Predictor]:
     """The version a TF Serving request names (Latest, a number or a label) and its predictor.

@@ -156,9 +156,11 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ModelInfer(self, request: Any, context: grpc.ServicerContext) -> Any:
-        req = decode_grpc_infer(request)
+        # The model and permission first (issue 17): the tensors are decoded for callers who may
+        # predict with a model that exists, never before.
         served, predictor = inference.resolve_for_predict(
             self.emu, self._caller(context), request.model_name, request.model_version)
+        req = decode_grpc_infer(request)
         outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)
         outputs = inference.select_outputs(outputs, req.output_names)
         return pb.ModelInferResponse(

@@ -82,10 +82,11 @@ def health() -> Response:
 
 def predict() -> Response:
     emu = _emulator()
-    body = decode_json(read_body(emu.settings.max_request_bytes))
-    req = decode_vertex_predict(body)
     caller = request_caller()
     ref = ModelRef(emu.settings.default_project, VERTEX_MODEL, VERTEX_VERSION)
+    dataplane.admit(emu, caller, ref)
+    body = decode_json(read_body(emu.settings.max_request_bytes))
+    req = decode_vertex_predict(body)
     result = dataplane.predict(emu, caller, ref, req)
     out: dict[str, Any] = {"predictions": encode_predictions(result.predictions)}
     vertex = emu.settings.vertex

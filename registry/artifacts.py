@@ -9,6 +9,7 @@ of each is returned; nothing is installed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -16,10 +17,11 @@ import tarfile
 import tempfile
 import urllib.parse
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from errors import ModelLoadError
+from errors import InvalidArgument, ModelLoadError, field_violation
 
 if TYPE_CHECKING:
     from registry.gcs import GcsCache
@@ -51,6 +53,50 @@ def resolve_uri(uri: str, base_dir: str | None = None, gcs: GcsCache | None = No
     if not os.path.isabs(path):
         path = os.path.join(base_dir or os.getcwd(), path)
     return os.path.normpath(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """Where versions.create may take model files and packages from (issue 17).
+
+    Loading a pickle runs its code, on the real service as here, so the boundary is the files'
+    origin: local paths (and file:// URIs) only under `roots`, gs:// URIs only from `buckets`;
+    None allows any. A refused URI gets one message whether or not anything exists there (the
+    check touches nothing but the path's symlinks, and says nothing about them).
+    """
+
+    roots: tuple[str, ...] | None = None
+    buckets: tuple[str, ...] | None = None
+
+    @classmethod
+    def for_server(cls, roots: Iterable[Path] | None, buckets: Iterable[str] | None) -> Sources:
+        return cls(None if roots is None else tuple(os.path.realpath(r) for r in roots),
+                   None if buckets is None else tuple(buckets))
+
+    def check(self, uri: str, field: str) -> None:
+        """Refuse `uri` (the request's `field`) unless it comes from an allowed source."""
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme == "gs":
+            if self.buckets is not None and parsed.netloc not in self.buckets:
+                self._refuse(uri, field, "its bucket is not one this server may read models from "
+                                         "(MLEMU_ALLOWED_BUCKETS)")
+            return
+        if self.roots is None:
+            return
+        try:
+            path = os.path.realpath(resolve_uri(uri))
+        except ModelLoadError:
+            return  # not a local path (an unsupported scheme): loading reports it
+        if not any(path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+                   for root in self.roots):
+            self._refuse(uri, field, "local model files must be under a directory this server "
+                                     "loads models from (MLEMU_MODEL_ROOTS)")
+
+    @staticmethod
+    def _refuse(uri: str, field: str, why: str) -> None:
+        description = f"{uri!r} is not allowed: {why}."
+        raise InvalidArgument(f"Field: {field} Error: {description}",
+                              details=field_violation(field, description))
 
 
 def resolve_model_dir(uri: str, gcs: GcsCache | None = None) -> str:

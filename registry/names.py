@@ -10,10 +10,11 @@ import re
 
 from errors import InvalidArgument, field_violation
 
-ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
-PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_MODEL_NAME = re.compile(r"^projects/([^/]+)/models/([^/]+)$")
-_VERSION_NAME = re.compile(r"^projects/([^/]+)/models/([^/]+)/versions/([^/]+)$")
+# Used with fullmatch only: `$` also matches before a final newline, which let "m\n" through.
+ID_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+PROJECT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_MODEL_NAME = re.compile(r"projects/([^/]+)/models/([^/]+)")
+_VERSION_NAME = re.compile(r"projects/([^/]+)/models/([^/]+)/versions/([^/]+)")
 
 
 def project_name(project: str) -> str:
@@ -43,14 +44,14 @@ def short(name: str) -> str:
 
 
 def parse_model_name(name: str) -> tuple[str, str]:
-    match = _MODEL_NAME.match(name)
+    match = _MODEL_NAME.fullmatch(name)
     if not match:
         raise InvalidArgument(f"Invalid model name {name!r}: expected projects/PROJECT/models/MODEL.")
     return match.group(1), match.group(2)
 
 
 def parse_version_name(name: str) -> tuple[str, str, str]:
-    match = _VERSION_NAME.match(name)
+    match = _VERSION_NAME.fullmatch(name)
     if not match:
         raise InvalidArgument(
             f"Invalid version name {name!r}: expected projects/PROJECT/models/MODEL/versions/VERSION."
@@ -60,7 +61,7 @@ def parse_version_name(name: str) -> tuple[str, str, str]:
 
 def check_id(value: str | None, field: str, kind: str) -> str:
     """Validate a model or version id the way AI Platform does; returns it."""
-    if not value or not ID_RE.match(value):
+    if not value or not ID_RE.fullmatch(value):
         description = (
             f"{kind} name must start with a letter and contain only letters, numbers and "
             "underscores, with at most 128 characters."

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from errors import Unavailable
 from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 
 __all__ = ["KINDS", "SqliteStore", "Store", "open_store"]
@@ -31,7 +32,10 @@ class SqliteStore(Store):
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self.unavailable(exc.strerror or exc) from None
         self._local = threading.local()
         #: Bumped by this process's writes and transaction ends: PRAGMA data_version only sees
         #: other connections' commits, not the calling connection's own.
@@ -64,14 +68,35 @@ class SqliteStore(Store):
     def _conn(self) -> Iterator[sqlite3.Connection]:
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
-        if conn is None or getattr(local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            local.conn, local.pid, local.depth = conn, os.getpid(), 0
-        yield conn
+        try:
+            if conn is None or getattr(local, "pid", None) != os.getpid():
+                conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                       check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("PRAGMA busy_timeout=30000")
+                local.conn, local.pid, local.depth = conn, os.getpid(), 0
+            yield conn
+        except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+            raise self.unavailable(exc) from None
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise  # the code's mistake, not the store's state
+            raise self.unavailable(exc) from None
+
+    def unavailable(self, exc: Exception | str) -> Unavailable:
+        """What a damaged, read-only or locked store file means for callers: 503 UNAVAILABLE,
+        naming the file and the fix (the error also ends startup as one line, app.py)."""
+        return Unavailable(
+            f"The state store {self.path} cannot be used: {exc}. If it is damaged, restore it "
+            "from a backup or move it away (mlemu then starts an empty one); if it is read-only, "
+            "make it and its directory writable by the server's user.")
+
+    def check(self) -> None:
+        super().check()
+        for path in (self.path, self.path.parent):  # SQLite opens an unwritable file read-only
+            if path.exists() and not os.access(path, os.W_OK):
+                raise self.unavailable(f"{path} is read-only")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -52,6 +52,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete(self, kind: str, name: str) -> bool: ...
 
+    def check(self) -> None:
+        """Raise `Unavailable` unless the store can be read now (the readiness probe asks)."""
+        for kind in KINDS:
+            self.children(kind, "")
+
     def close(self) -> None:
         """Release connections."""
 

@@ -9,7 +9,7 @@ from flask import Response, current_app, g, request
 
 import auth
 import wirejson
-from errors import ApiError, InvalidArgument
+from errors import ApiError, DeadlineExceeded, InvalidArgument
 from payloads import Caller
 
 
@@ -35,7 +35,13 @@ def read_limited(stream: IO[bytes], length: int | None, limit: int) -> bytes:
     if length is not None and length > limit:
         raise payload_too_large(limit)
     # Chunked bodies have no length: read one byte past the limit to tell.
-    data = stream.read(limit + 1)
+    try:
+        data = stream.read(limit + 1)
+    except TimeoutError as exc:  # deploy/worker.py's read deadline
+        raise DeadlineExceeded(f"Request Timeout: {exc}.", http_status=408) from None
+    except Exception as exc:  # noqa: BLE001 - the server's body reader: bad framing, early EOF
+        # gunicorn raises its own errors (InvalidChunkSize, NoMoreData, ...) from the body stream.
+        raise InvalidArgument(f"The request body could not be read: {exc}") from None
     if len(data) > limit:
         raise payload_too_large(limit)
     return data

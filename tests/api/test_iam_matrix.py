@@ -94,9 +94,11 @@ ROUTES: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     ("POST", "/grps/v1/metadata/model", {"json": {"str_data": "m"}}, "ml.models.get", "model"),
     ("POST", "/grps/v1/metadata/model", {"json": {"str_data": "m-v1"}}, "ml.versions.get", "model"),
     ("GET", "/grps/v1/metadata/server", {}, "ml.models.list", "project"),
+    # grps online changes what every caller sees (issue 17); offline has its own test
+    ("GET", "/grps/v1/health/online", {}, "ml.models.update", "project"),
 ]
 HEALTH = ["/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", "/grps/v1/health/live",
-          "/grps/v1/health/ready", "/grps/v1/health/online"]
+          "/grps/v1/health/ready"]
 
 
 def principal(role: str, level: str) -> str:
@@ -131,7 +133,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     policy = test_client.post(f"{M}:setIamPolicy", headers=iamkit.bearer(ADMIN), json={"policy": {
         "bindings": [{"role": r, "members": [principal(r, "model")]} for r in ROLES]}})
     assert policy.status_code == 200, policy.get_json()
-    test_client.get("/grps/v1/health/online")
+    assert test_client.get("/grps/v1/health/online", headers=iamkit.bearer(ADMIN)).status_code == 200
     yield test_client
 
 

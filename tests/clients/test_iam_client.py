@@ -258,6 +258,21 @@ def test_grpc_takes_the_same_credentials_from_metadata(world: dict[str, Any]) ->
         status = stub.Predict(request, metadata=tuple(reader.items()), timeout=30).status
         assert (status.code, status.status) == (403, grps_pb2.Status.FAILURE), status
         assert stub.CheckLiveness(grps_pb2.GrpsMessage(), timeout=30).status.code == 200
+        # Online/Offline change the state every caller sees (issue 17): ml.models.update on the
+        # project; anonymous callers 401, the reader (roles/ml.viewer) 403, the admin may.
+        empty = grps_pb2.GrpsMessage()
+        assert stub.Offline(empty, timeout=30).status.code == 401
+        assert stub.Online(empty, metadata=tuple(reader.items()), timeout=30).status.code == 403
+        assert stub.Offline(empty, metadata=tuple(admin.items()), timeout=30).status.code == 200
+        assert stub.CheckReadiness(empty, timeout=30).status.code == 503
+        assert stub.Online(empty, metadata=tuple(admin.items()), timeout=30).status.code == 200
+        assert stub.CheckReadiness(empty, timeout=30).status.code == 200
+    # The same over HTTP; live and ready stay open.
+    for path, who, status in (("offline", {}, 401), ("offline", reader, 403),
+                              ("offline", admin, 200), ("ready", {}, 503), ("live", {}, 200),
+                              ("online", admin, 200), ("ready", {}, 200)):
+        answer = requests.post(f"{live.url}/grps/v1/health/{path}", headers=who, json={}, timeout=30)
+        assert answer.status_code == status, (path, answer.text)
 
 
 def test_policies_survive_a_restart(world: dict[str, Any]) -> None:

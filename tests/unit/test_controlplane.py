@@ -258,3 +258,39 @@ def test_own_task_left_unfinished_is_run_again_when_its_lease_lapses(make_app: A
     client.emu.tasks.tick()
     assert wait_operation(client, client.get(f"/v1/{name}").json)["response"]["state"] == "READY"
     assert tasks.pending(client.emu.store) == []
+
+
+# --- issue 17: deep filters and page tokens, ids ending in a newline ----------------------------
+
+def test_deeply_nested_filters_and_page_tokens_are_invalid_arguments() -> None:
+    import base64
+    import json
+
+    import pytest
+
+    from controlplane import listing
+    from errors import InvalidArgument
+
+    fields = ("name", "labels")
+    for spec in ("-" * 990 + "name=x", "(" * 300 + "name=x" + ")" * 300, "NOT " * 200 + "name=x"):
+        with pytest.raises(InvalidArgument, match="levels deep"):
+            listing.compile_filter(spec, fields)
+    assert listing.compile_filter("(" * 10 + "name=x" + ")" * 10, fields)({"name": "x"})
+    # Many NOTs side by side are not deep.
+    assert listing.compile_filter(" AND ".join(["NOT name=y"] * 100), fields)({"name": "x"})
+    deep = base64.urlsafe_b64encode(json.dumps([[]]).replace("[]", "[" * 100_000 + "]" * 100_000)
+                                    .encode()).decode()
+    with pytest.raises(InvalidArgument, match="Invalid page token"):
+        listing.paginate([], None, deep, None)
+
+
+def test_ids_ending_in_a_newline_are_refused() -> None:
+    import pytest
+
+    from errors import InvalidArgument
+    from registry import names
+
+    for bad in ("nl\n", "m\n", "a\r\n"):
+        with pytest.raises(InvalidArgument):
+            names.check_id(bad, "model.name", "Model")
+    assert names.check_id("ok_1", "model.name", "Model") == "ok_1"

@@ -34,7 +34,8 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     extra={"MLEMU_X_FLAG": "1"}, max_message_bytes=11, grps_default_model="m-v1",
                     vertex=vertex, storage_emulator_host="http://127.0.0.1:9023",
                     beam_runner="FlinkRunner", beam_options="--flink_master=localhost:8081",
-                    batch_any_framework=True)
+                    batch_any_framework=True, header_timeout=1.5, request_timeout=2.5,
+                    model_roots=("/m1", "/m2"), allowed_buckets=("b1",))
     bare = VertexSettings(health_route="/h", predict_route="/p", storage_uri="/m")
     for settings in (Settings(), full, Settings(vertex=vertex, grpc_port=8081),
                      Settings(vertex=bare, grpc_port=0)):

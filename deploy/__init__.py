@@ -1,0 +1,1 @@
+"""Deployment: the gunicorn worker and settings, the container image and Cloud Run service."""

@@ -1,0 +1,151 @@
+"""Where versions.create may take model files from (issue 17, item 2): loading a pickle runs its
+code, so in IAM mode `enforce` local paths are allowed only under the model roots (by default the
+bootstrap file's directory and the state directory's `models/`), gs:// URIs only from the allowed
+buckets when those are set, and a refused URI says the same whether or not it exists."""
+
+import os
+import pickle
+import time
+
+import pytest
+
+from app import create_app
+from settings import Settings
+from tests import iamkit, modelkit
+
+ADMIN = "admin-token"
+M = "/v1/projects/p/models/m"
+
+
+class Trap:
+    """A pickle that, when loaded, creates the file `Trap.path`: proof of code execution."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.fixture
+def world(tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    modelkit.sklearn_model(conf / "iris")
+    boot = modelkit.bootstrap_file(conf / "boot.yaml", {"m": {"versions": {
+        "v1": {"deploymentUri": "iris"}}}})
+    iam = iamkit.write_config(tmp_path / "iam.yaml", {
+        "staticTokens": {ADMIN: "user:admin@example.com"},
+        "projects": {"p": {"bindings": [{"role": "roles/ml.admin",
+                                         "members": ["user:admin@example.com"]}]}}})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "model.pkl").write_bytes(pickle.dumps(Trap(tmp_path / "pwned")))
+    return {"tmp": tmp_path, "boot": boot, "iam": iam, "outside": outside, "conf": conf}
+
+
+def client_for(world, **changes):
+    settings = Settings(state_dir=world["tmp"] / "state", config_file=world["boot"],
+                        iam_config=world["iam"], iam_mode="enforce", default_project="p")
+    app = create_app(settings.replace(**changes), warm=False)
+    return app.test_client(), app.extensions["mlemu"]
+
+
+def create(client, name, uri, **extra):
+    return client.post(f"{M}/versions", headers=iamkit.bearer(ADMIN),
+                       json={"name": name, "deploymentUri": uri, **extra})
+
+
+def wait_done(client, operation):
+    for _ in range(200):
+        op = client.get(f"/v1/{operation}", headers=iamkit.bearer(ADMIN)).get_json()
+        if op.get("done"):
+            return op
+        time.sleep(0.05)
+    raise AssertionError(op)
+
+
+def refusal(answer, uri):
+    assert answer.status_code == 400, answer.get_json()
+    error = answer.get_json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    return error["message"].replace(repr(uri), "URI")
+
+
+def test_local_paths_outside_the_roots_are_refused_alike_and_never_loaded(world):
+    client, _ = client_for(world)
+    outside = world["outside"]
+    uris = [str(outside), str(world["tmp"] / "no-such-dir"), f"file://{outside}", "file:///root",
+            "/etc", os.path.relpath(outside), "../../../../../../tmp",
+            str(world["conf"] / ".." / "outside")]
+    messages = {refusal(create(client, f"v{i}", uri), uri) for i, uri in enumerate(uris)}
+    assert len(messages) == 1, messages  # the same answer whether or not the path exists
+    assert "MLEMU_MODEL_ROOTS" in messages.pop()
+    assert not (world["tmp"] / "pwned").exists()
+
+
+def test_a_symlink_inside_a_root_that_leads_out_is_refused(world):
+    client, emu = client_for(world)
+    link = emu.settings.models_root / "link"
+    link.symlink_to(world["outside"])
+    refusal(create(client, "v9", str(link)), str(link))
+    assert not (world["tmp"] / "pwned").exists()
+
+
+def test_package_uris_outside_the_roots_are_refused(world):
+    client, _ = client_for(world)
+    package = str(world["outside"])
+    answer = create(client, "v2", str(world["conf"] / "iris"), predictionClass="x.Y",
+                    packageUris=[package])
+    assert "version.package_uris" in refusal(answer, package)
+
+
+def test_the_default_roots_serve(world):
+    client, emu = client_for(world)
+    modelkit.sklearn_model(emu.settings.models_root / "iris2")
+    for name, uri in (("v2", str(world["conf"] / "iris")),
+                      ("v3", str(emu.settings.models_root / "iris2"))):
+        answer = create(client, name, uri)
+        assert answer.status_code == 200, answer.get_json()
+        assert "error" not in wait_done(client, answer.get_json()["name"])
+
+
+def test_configured_roots_replace_the_defaults(world):
+    client, _ = client_for(world, model_roots=(world["outside"],))
+    refusal(create(client, "v2", str(world["conf"] / "iris")), str(world["conf"] / "iris"))
+    modelkit.sklearn_model(world["outside"] / "iris")
+    assert create(client, "v3", str(world["outside"] / "iris")).status_code == 200
+
+
+def test_buckets_are_restricted_when_configured(world):
+    client, _ = client_for(world, allowed_buckets=("models-ok",))
+    uri = "gs://elsewhere/iris"
+    assert "MLEMU_ALLOWED_BUCKETS" in refusal(create(client, "v2", uri), uri)
+    # An allowed bucket passes the check (the load, with no Cloud Storage here, fails later).
+    assert create(client, "v3", "gs://models-ok/iris").status_code == 200
+
+
+def test_iam_mode_off_keeps_any_local_path_unless_roots_are_set(world, make_app):
+    modelkit.sklearn_model(world["outside"] / "iris")
+    client = make_app()
+    client.post("/v1/projects/p/models", json={"name": "m"})
+    ok = client.post(f"{M}/versions", json={"name": "v1",
+                                            "deploymentUri": str(world["outside"] / "iris")})
+    assert ok.status_code == 200
+    strict = make_app(model_roots=(world["conf"],), state_dir=world["tmp"] / "state2")
+    strict.post("/v1/projects/p/models", json={"name": "m"})
+    answer = strict.post(f"{M}/versions", json={"name": "v1",
+                                                "deploymentUri": str(world["outside"] / "iris")})
+    refusal(answer, str(world["outside"] / "iris"))
+
+
+def test_batch_prediction_jobs_take_a_model_uri_only_from_the_roots(world):
+    from tests import batchkit
+
+    client, _ = client_for(world, batch_any_framework=True)
+    uri = str(world["outside"])
+    job = batchkit.prediction_job("j1", [str(world["tmp"] / "in.json")], str(world["tmp"] / "out"),
+                                  uri=uri)
+    answer = client.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=job)
+    assert "job.prediction_input.uri" in refusal(answer, uri)
+    assert not (world["tmp"] / "pwned").exists()
