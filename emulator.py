@@ -64,6 +64,8 @@ class Emulator:
     last_use: dict[str, float] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     #: Where versions.create may take model files from (MLEMU_MODEL_ROOTS, MLEMU_ALLOWED_BUCKETS).
     sources: artifacts.Sources = dataclasses.field(default_factory=artifacts.Sources)
+    #: Where batch prediction jobs may read inputs and write outputs (MLEMU_DATA_ROOTS).
+    data_sources: artifacts.Sources = dataclasses.field(default_factory=artifacts.Sources)
     #: Runs long-running operations off the request thread and adopts orphaned ones.
     tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -170,6 +172,10 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu = Emulator(settings, store, deployments, iam)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
+    emu.data_sources = artifacts.Sources.for_server(
+        settings.local_data_roots(), None,
+        local_rule="batch prediction data must be under a directory this server keeps job data "
+                   "in (MLEMU_DATA_ROOTS)")
     if settings.config_file is not None:
         emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
     if settings.vertex is not None:

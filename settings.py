@@ -87,6 +87,7 @@ SETTINGS = (
     Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
     Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
     Var("allowed_buckets", ("MLEMU_ALLOWED_BUCKETS",), LIST),
+    Var("data_roots", ("MLEMU_DATA_ROOTS",), LIST),
 )
 
 
@@ -142,6 +143,9 @@ class Settings:
     model_roots: tuple[str, ...] | None = None
     #: Cloud Storage buckets versions.create may take gs:// URIs from; None: any bucket.
     allowed_buckets: tuple[str, ...] | None = None
+    #: Directories batch prediction jobs may read inputPaths from and write outputPath to; None:
+    #: the defaults of `local_data_roots`.
+    data_roots: tuple[str, ...] | None = None
 
     @property
     def store_path(self) -> Path:
@@ -175,6 +179,22 @@ class Settings:
         if self.config_file is not None:
             roots.append(self.config_file.resolve().parent)
         return tuple(roots)
+
+    @property
+    def data_root(self) -> Path:
+        """The state directory's `data/`, the default data root in IAM mode `enforce`."""
+        return self.state_dir / "data"
+
+    def local_data_roots(self) -> tuple[Path, ...] | None:
+        """Where batch prediction jobs may read and write local files: MLEMU_DATA_ROOTS when set;
+        else, in IAM mode `enforce`, the state directory's `data/`; else (mode `off`) anywhere.
+        A job reads its inputs and writes its outputs as the server's user, so whoever may create
+        a job must not be able to name any file the server can reach."""
+        if self.data_roots is not None:
+            return tuple(Path(root) for root in self.data_roots)
+        if self.iam_mode != "enforce":
+            return None
+        return (self.data_root,)
 
     @property
     def grps_online_path(self) -> Path:

@@ -124,6 +124,10 @@ def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[st
         raise field_error(InvalidArgument, "job.labels", "labels must map strings to strings.")
     project = parent.removeprefix("projects/")
     _authorize_model(emu, caller, spec, project)
+    # A job reads and writes files as the server's user: local paths only from the data roots.
+    for path in spec["inputPaths"]:
+        emu.data_sources.check(path, "job.prediction_input.input_paths")
+    emu.data_sources.check(spec["outputPath"], "job.prediction_input.output_path")
     name = jobs.job_name(project, job_id)
     job = jobs.Job(name=name, prediction_input=spec, state="QUEUED", labels=dict(labels),
                    create_time=now_rfc3339(), etag=new_etag(name),

@@ -67,11 +67,15 @@ class Sources:
 
     roots: tuple[str, ...] | None = None
     buckets: tuple[str, ...] | None = None
+    #: Why a local path outside `roots` is refused (the refusal's words).
+    local_rule: str = ("local model files must be under a directory this server loads models "
+                       "from (MLEMU_MODEL_ROOTS)")
 
     @classmethod
-    def for_server(cls, roots: Iterable[Path] | None, buckets: Iterable[str] | None) -> Sources:
+    def for_server(cls, roots: Iterable[Path] | None, buckets: Iterable[str] | None,
+                   **rules: str) -> Sources:
         return cls(None if roots is None else tuple(os.path.realpath(r) for r in roots),
-                   None if buckets is None else tuple(buckets))
+                   None if buckets is None else tuple(buckets), **rules)
 
     def check(self, uri: str, field: str) -> None:
         """Refuse `uri` (the request's `field`) unless it comes from an allowed source."""
@@ -89,8 +93,7 @@ class Sources:
             return  # not a local path (an unsupported scheme): loading reports it
         if not any(path == root or path.startswith(root.rstrip(os.sep) + os.sep)
                    for root in self.roots):
-            self._refuse(uri, field, "local model files must be under a directory this server "
-                                     "loads models from (MLEMU_MODEL_ROOTS)")
+            self._refuse(uri, field, self.local_rule)
 
     @staticmethod
     def _refuse(uri: str, field: str, why: str) -> None:

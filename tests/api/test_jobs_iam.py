@@ -36,7 +36,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "projects": {"p": {"bindings": [{"role": role, "members": [TOKENS[who]]}
                                         for who, role in ROLES.items()]}}})
     settings = Settings(state_dir=root / "state", config_file=boot, iam_config=iam,
-                        iam_mode="enforce", default_project="p", batch_any_framework=True)
+                        iam_mode="enforce", default_project="p", batch_any_framework=True,
+                        data_roots=(str(root),))
     test_client = create_app(settings, warm=False).test_client()
     test_client.root = root  # type: ignore[attr-defined]
     yield test_client

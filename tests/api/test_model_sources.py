@@ -149,3 +149,39 @@ def test_batch_prediction_jobs_take_a_model_uri_only_from_the_roots(world):
     answer = client.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=job)
     assert "job.prediction_input.uri" in refusal(answer, uri)
     assert not (world["tmp"] / "pwned").exists()
+
+
+def test_batch_prediction_jobs_read_and_write_only_under_the_data_roots(world):
+    """A job reads its inputs and writes its outputs as the server's user: in enforce mode local
+    paths only under the data roots (default: the state directory's data/), refused alike whether
+    or not they exist; a root given by MLEMU_DATA_ROOTS replaces the default."""
+    from tests import batchkit
+
+    client, emu = client_for(world, batch_any_framework=True)
+    data = emu.settings.data_root
+    data.mkdir(parents=True)
+    (data / "in.json").write_text("[1, 2, 3, 4]\n")
+    secret = world["tmp"] / "secret.txt"
+    secret.write_text("not for callers\n")
+    model = str(world["conf"] / "iris")
+    for n, (inputs, output, field) in enumerate([
+            ([str(secret)], str(data / "out"), "input_paths"),
+            ([str(world["tmp"] / "missing-*.json")], str(data / "out"), "input_paths"),
+            ([str(data / ".." / ".." / "secret.txt")], str(data / "out"), "input_paths"),
+            ([str(data / "in.json")], str(world["tmp"] / "elsewhere"), "output_path"),
+            ([str(data / "in.json")], "file://" + str(world["tmp"] / "elsewhere"), "output_path")]):
+        job = batchkit.prediction_job(f"refused_{n}", inputs, output, uri=model)
+        answer = client.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=job)
+        message = refusal(answer, output if field == "output_path" else inputs[0])
+        assert message == (f"Field: job.prediction_input.{field} Error: URI is not allowed: batch "
+                           "prediction data must be under a directory this server keeps job data "
+                           "in (MLEMU_DATA_ROOTS).")
+    assert not (world["tmp"] / "elsewhere").exists()
+    inside = batchkit.prediction_job("allowed", [str(data / "in*.json")], str(data / "out"),
+                                     uri=model)
+    answer = client.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=inside)
+    assert answer.status_code == 200, answer.get_json()
+    own, _ = client_for(world, batch_any_framework=True, data_roots=(str(world["tmp"]),),
+                        state_dir=world["tmp"] / "state2")
+    job = batchkit.prediction_job("own_root", [str(secret)], str(world["tmp"] / "out"), uri=model)
+    assert own.post("/v1/projects/p/jobs", headers=iamkit.bearer(ADMIN), json=job).status_code == 200
