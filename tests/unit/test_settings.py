@@ -35,7 +35,8 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     vertex=vertex, storage_emulator_host="http://127.0.0.1:9023",
                     beam_runner="FlinkRunner", beam_options="--flink_master=localhost:8081",
                     batch_any_framework=True, header_timeout=1.5, request_timeout=2.5,
-                    model_roots=("/m1", "/m2"), allowed_buckets=("b1",))
+                    model_roots=("/m1", "/m2"), allowed_buckets=("b1",),
+                    data_roots=("/d1",))
     bare = VertexSettings(health_route="/h", predict_route="/p", storage_uri="/m")
     for settings in (Settings(), full, Settings(vertex=vertex, grpc_port=8081),
                      Settings(vertex=bare, grpc_port=0)):
