@@ -37,6 +37,7 @@ test: venv system-deps
 # Debian packages the tests use, installed when missing (a fresh machine needs nothing by hand).
 # One line each, `package:probe`: the package is installed when no file matches the probe.
 SYSTEM_DEPS += postgresql:/usr/lib/postgresql/*/bin/pg_ctl
+SYSTEM_DEPS += prometheus:/usr/bin/prometheus
 APT_GET ?= $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
 system-deps:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -50,8 +51,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api import register_authentication, register_fallbacks
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
+    from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
     from emulator import build_emulator, configure_logging
+    from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
@@ -70,7 +73,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         from protocols.vertex import make_blueprint as vertex_blueprint
 
         flask_app.register_blueprint(vertex_blueprint(settings))
-    for bp in (health_bp, aiplatform_bp, tfserving_bp, *management_bps):
+    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps):
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
@@ -78,15 +81,23 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     # Plain :predict requests are served before Flask's per-request machinery (same steps).
-    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, flask_app.extensions["mlemu"])
+    emu = flask_app.extensions["mlemu"]
+    flask_app.wsgi_app = PredictFastPath(flask_app.wsgi_app, emu)  # type: ignore[method-assign]
+    # Outermost: every request is counted and access-logged once, the fast path's included.
+    if emu.instruments is not None or settings.log_format == "json" or settings.access_log_on:
+        vertex = settings.vertex
+        routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
+        flask_app.wsgi_app = ObservedApp(  # type: ignore[method-assign]
+            flask_app.wsgi_app, emu.instruments, access=settings.access_log_on,
+            vertex_routes=routes)
     return flask_app
 
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
-APP_MODULES = ("flask", "api", "api.health", "api.management", "api.unimplemented", "emulator",
-               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2")
+APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
+               "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
+               "protocols.grps", "protocols.tfserving", "protocols.v2")
 
 
 def import_app_modules() -> None:
@@ -178,6 +189,10 @@ def serve(**flags: Any) -> None:
     from emulator import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
+    if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
+        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+        settings.metrics_dir.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
@@ -247,6 +262,42 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
         raise click.ClickException(exc.message) from None
     for prediction in (result.tolist() if hasattr(result, "tolist") else result):
         click.echo(wirejson.dumps(prediction).decode())
+
+
+@main.command("request-logs")
+@click.argument("model")
+@click.option("--version", "version_id", help="Only this version's rows.")
+@click.option("--limit", type=int, default=100, show_default=True,
+              help="The newest N rows (0: all).")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Where state is kept.")
+def request_logs(model: str, version_id: str | None, limit: int, state_dir: str | None) -> None:
+    """Print the request-response log rows kept in the store for MODEL (a model id in the
+    default project, or projects/P/models/M), one JSON object per line, oldest first.
+
+    Rows are there when a version has a requestLoggingConfig and no BigQuery credentials were
+    available (README, "Request-response logging").
+    """
+    import json
+
+    from observability import request_log
+    from registry import names
+    from registry.store import open_store
+
+    settings = Settings.from_env()
+    if state_dir:
+        settings = settings.replace(state_dir=Path(state_dir))
+    model_name = model if model.startswith("projects/") else names.model_name(
+        settings.default_project, model)
+    store = open_store(settings.database_url, settings.state_dir)
+    try:
+        if store.get_model(model_name) is None:
+            raise click.ClickException(f"Model {model_name} not found.")
+        versions = ([f"{model_name}/versions/{version_id}"] if version_id
+                    else [v.name for v in store.list_versions(model_name)])
+        for row in request_log.read(store, versions, limit):
+            click.echo(json.dumps({field: row.get(field) for field in request_log.FIELDS}))
+    finally:
+        store.close()
 
 
 if __name__ == "__main__":

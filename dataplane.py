@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import auth
 import explainers
 from errors import FailedPrecondition, InvalidArgument
+from observability import context
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from predictors.base import Predictor
 from registry import artifacts, lookup
@@ -43,6 +44,8 @@ def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tu
     """Check `permission`, then find the READY version `ref` names and its loaded predictor."""
     auth.authorize(emu, caller, permission, ref.resource_name)
     version = lookup.serving_version(emu.store, ref)
+    # Logs and metrics name what the registry resolved (never a name a request made up).
+    context.set_target(ref.model, version.name.rsplit("/", 1)[1], caller.principal)
     return version, emu.deployments.get(version)
 
 
@@ -70,10 +73,17 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not req.parameters:
         # Concurrent requests to this version share one model call (predictors/batching.py).
-        predictions = emu.deployments.batchers.get(predictor, limit).predict(instances)
+        observer = None if emu.instruments is None else (
+            lambda: emu.instruments.version(version.name))  # type: ignore[union-attr]
+        predictions = emu.deployments.batchers.get(predictor, limit, observer).predict(instances)
     else:
         predictions = predictor.predict(instances, **req.parameters)
     _touch(emu, version)
+    logging_config = version.extra.get("requestLoggingConfig")
+    if logging_config:  # AI Platform's request-response logging (observability/request_log.py)
+        if not hasattr(predictions, "__len__"):  # a generator: the answer needs it too
+            predictions = list(predictions)
+        emu.request_log.offer(version.name, logging_config, instances, req.parameters, predictions)
     return PredictResponse(predictions=predictions, version_name=version.name)
 
 

@@ -19,6 +19,9 @@ from typing import Any
 import auth
 from controlplane import job_work, operation_work
 from errors import ApiError
+from observability import logs
+from observability.metrics import Instruments
+from observability.request_log import RequestLogger
 from predictors.base import PredictorOptions
 from registry import artifacts, bootstrap, names
 from registry.deployments import Deployments
@@ -41,12 +44,10 @@ QUIET_NATIVE_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 def configure_logging(settings: Settings) -> None:
-    """One log format for every mlemu process. TensorFlow's Python logger (its deprecation
-    notices for the TF1 loader, "Restoring parameters from ...") reports errors only: what it
-    says otherwise is about mlemu's own calls, not the user's model."""
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    """One log format for every mlemu process: text, or Cloud Logging JSON
+    (observability/logs.py, which also quiets TensorFlow's Python logger below debug)."""
+    logs.configure(settings.log_level, settings.log_format,
+                   settings.trace_project or settings.default_project)
 
 
 @dataclasses.dataclass
@@ -68,6 +69,10 @@ class Emulator:
     data_sources: artifacts.Sources = dataclasses.field(default_factory=artifacts.Sources)
     #: Runs long-running operations off the request thread and adopts orphaned ones.
     tasks: TaskRunner = dataclasses.field(init=False, repr=False, compare=False)
+    #: What metrics are recorded with (observability/metrics.py); None when metrics are off.
+    instruments: Instruments | None = None
+    #: Request-response logging of versions with a requestLoggingConfig.
+    request_log: RequestLogger = dataclasses.field(init=False, repr=False, compare=False)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.
@@ -129,6 +134,12 @@ class Emulator:
             return exc.message
         return None
 
+    def on_tick(self) -> None:
+        """The task runner's periodic call (every few seconds, in every process)."""
+        self.prune_deployments()
+        if self.instruments is not None:
+            self.instruments.update_process(min_interval_s=5.0)
+
     def is_ready(self) -> bool:
         """Bootstrap models loaded and the store usable: every readiness probe asks this."""
         return self.warmed.is_set() and self.store_problem() is None
@@ -167,9 +178,11 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     store = open_store(settings.database_url, settings.state_dir)
     gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
     options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread)
+    instruments = Instruments() if settings.metrics else None
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
-                              max_loaded=settings.max_loaded_versions)
-    emu = Emulator(settings, store, deployments, iam)
+                              max_loaded=settings.max_loaded_versions, instruments=instruments)
+    emu = Emulator(settings, store, deployments, iam, instruments=instruments)
+    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
     emu.data_sources = artifacts.Sources.for_server(
@@ -181,7 +194,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     if settings.vertex is not None:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
-    emu.tasks = TaskRunner(store, emu, on_tick=emu.prune_deployments, long_threads=JOB_THREADS)
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     emu.tasks.start()

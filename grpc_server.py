@@ -83,8 +83,14 @@ class GrpcServer:
 
         settings = emu.settings
         limit = settings.max_message_bytes
+        interceptors = []
+        if emu.instruments is not None or settings.log_format == "json":
+            from observability.grpc import MetricsInterceptor
+
+            interceptors.append(MetricsInterceptor(emu.instruments))
         server = grpc.aio.server(
             migration_thread_pool=self.pool,
+            interceptors=interceptors,
             options=[("grpc.max_receive_message_length", limit),
                      ("grpc.max_send_message_length", limit),
                      ("grpc.so_reuseport", 0), *connection_limits(settings)],

@@ -46,6 +46,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: requestTimeout 300 s); an emulator's clients are near, so the bounds are tighter.
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 60.0
+#: MLEMU_LOG_FORMAT: plain text, or Cloud Logging's structured JSON (observability/logs.py).
+LOG_FORMATS = ("text", "json")
+#: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
+REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -88,6 +92,12 @@ SETTINGS = (
     Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
     Var("allowed_buckets", ("MLEMU_ALLOWED_BUCKETS",), LIST),
     Var("data_roots", ("MLEMU_DATA_ROOTS",), LIST),
+    Var("log_format", ("MLEMU_LOG_FORMAT",), choice(*LOG_FORMATS)),
+    Var("access_log", ("MLEMU_ACCESS_LOG",), BOOLEAN),
+    Var("trace_project", ("MLEMU_TRACE_PROJECT", "GOOGLE_CLOUD_PROJECT")),
+    Var("metrics", ("MLEMU_METRICS",), BOOLEAN),
+    Var("metrics_public", ("MLEMU_METRICS_PUBLIC",), BOOLEAN),
+    Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
 )
 
 
@@ -146,6 +156,27 @@ class Settings:
     #: Directories batch prediction jobs may read inputPaths from and write outputPath to; None:
     #: the defaults of `local_data_roots`.
     data_roots: tuple[str, ...] | None = None
+    #: "text" (default) or "json": Cloud Logging's structured lines on stdout (observability/logs.py).
+    log_format: str = "text"
+    #: One httpRequest log entry per request; None: on exactly when log_format is json.
+    access_log: bool | None = None
+    #: The Google Cloud project of log lines' trace field; None: the default project.
+    trace_project: str | None = None
+    #: Prometheus metrics recorded and served at GET /metrics (observability/metrics.py).
+    metrics: bool = True
+    #: GET /metrics without credentials when IAM is enforced (always open with IAM off).
+    metrics_public: bool = False
+    #: auto (BigQuery with Google credentials, else the store), bigquery or store.
+    request_log_sink: str = "auto"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """prometheus_client's multiprocess files (emptied when `app.py serve` starts)."""
+        return self.state_dir / "metrics"
+
+    @property
+    def access_log_on(self) -> bool:
+        return self.log_format == "json" if self.access_log is None else self.access_log
 
     @property
     def store_path(self) -> Path:

@@ -49,6 +49,8 @@ keepalive = 120
 loglevel = _settings.log_level
 accesslog = None
 errorlog = "-"
+# gunicorn's own lines go the app's way (text or Cloud Logging JSON): deploy/gunicorn_logger.py.
+logger_class = "deploy.gunicorn_logger.Logger"
 proc_name = "mlemu"
 # gunicorn's control socket (~/.gunicorn/gunicorn.ctl) is unused: $HOME is read-only for the
 # container's user, and servers started side by side would share that one path.
@@ -92,6 +94,14 @@ def post_worker_init(worker: Any) -> None:
     # Worker.init_signals registered the bound method before this hook ran: register again.
     signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
     signal.siginterrupt(signal.SIGTERM, False)
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker died: its live gauges leave the merged metrics (prometheus_client multiprocess);
+    its counters stay, so totals never go down."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
 
 # Import the app's modules and the frameworks of the bootstrap file's versions here, in the
 # master, before the workers fork: they start faster and share that memory. predictors/preload.py

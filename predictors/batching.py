@@ -31,13 +31,23 @@ predictor (it holds the predictor only weakly, so an unloaded predictor is freed
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 PredictFn = Callable[[list[Any]], Any]
+
+
+class BatchObserver(Protocol):
+    """What records batching's metrics (observability.metrics.VersionInstruments)."""
+
+    def merged_call(self, sizes: list[int]) -> contextlib.AbstractContextManager[None]: ...
+
+    def waited(self, seconds: float) -> None: ...
 
 #: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
 DEFAULT_MAX_INSTANCES = 64
@@ -90,9 +100,11 @@ class _Call:
 class Batcher:
     """Merges concurrent `predict(instances)` calls to one predict function (see module doc)."""
 
-    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES) -> None:
+    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES,
+                 observer: BatchObserver | None = None) -> None:
         self._predict = predict
         self.max_instances = max_instances
+        self.observer = observer
         self._lock = threading.Lock()
         self._busy = False
         self._queue: deque[_Call] = deque()
@@ -115,7 +127,12 @@ class Batcher:
                 return self._predict(instances)
             finally:
                 self._hand_off()
-        call.done.acquire()
+        if self.observer is None:
+            call.done.acquire()
+        else:
+            queued = time.perf_counter()
+            call.done.acquire()
+            self.observer.waited(time.perf_counter() - queued)
         if call.batch is not None:
             try:
                 self._run(call.batch)
@@ -161,8 +178,11 @@ class Batcher:
 
     def _run_merged(self, batch: list[_Call]) -> bool:
         merged = [row for call in batch for row in call.instances]
+        counting = (self.observer.merged_call([len(call.instances) for call in batch])
+                    if self.observer is not None else contextlib.nullcontext())
         try:
-            out = self._predict(merged)
+            with counting:
+                out = self._predict(merged)
         except Exception:  # noqa: BLE001 - some request is bad: run them one by one
             return False
         if hasattr(out, "tolist"):
@@ -203,14 +223,16 @@ class Batchers:
         self._batchers: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
         self._guard = threading.Lock()
 
-    def get(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES) -> Batcher:
+    def get(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES,
+            observer: Callable[[], BatchObserver | None] | None = None) -> Batcher:
+        """The predictor's Batcher; `observer` makes the metrics recorder of a new one."""
         batcher = self._batchers.get(predictor)
         if batcher is None or batcher.max_instances != max_instances:
             with self._guard:
                 batcher = self._batchers.get(predictor)
                 if batcher is None or batcher.max_instances != max_instances:
-                    batcher = self._batchers[predictor] = Batcher(_weak_predict(predictor),
-                                                                  max_instances)
+                    batcher = self._batchers[predictor] = Batcher(
+                        _weak_predict(predictor), max_instances, observer() if observer else None)
         return batcher
 
     def existing(self, predictor: Any) -> Batcher | None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
+from observability import logs
 from predictors import TENSORFLOW, find_model_file, json_tensor, json_values, register
 from predictors.base import Predictor, Signature, TensorSpec
 from predictors.tensorflow_examples import ExampleSignatures
@@ -121,7 +122,10 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
     def from_path(cls, model_dir: str) -> TensorFlowPredictor:
         find_model_file(model_dir, TENSORFLOW)
         try:
-            import tensorflow as tf
+            # Its import prints banners to stderr whatever TF_CPP_MIN_LOG_LEVEL says: they go
+            # through logging instead (observability/logs.py).
+            with logs.native_stderr("tensorflow"):
+                import tensorflow as tf
         except ImportError:  # e.g. the container image built with WITH_TENSORFLOW=false
             raise ModelLoadError(
                 "TensorFlow is not installed in this mlemu (requirements-tf.txt; container images "

@@ -38,7 +38,7 @@ MODEL_KEYS = {"description", "labels", "regions", "defaultVersion", "versions", 
               "onlinePredictionLogging", "onlinePredictionConsoleLogging"}
 VERSION_KEYS = {"deploymentUri", "framework", "predictionClass", "packageUris", "description",
                 "labels", "runtimeVersion", "pythonVersion", "machineType", "explanationConfig",
-                "default", "serving"}
+                "default", "serving", "requestLoggingConfig"}
 
 
 class BootstrapError(ValueError):

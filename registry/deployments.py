@@ -19,11 +19,14 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import predictors
 from errors import ApiError, ModelLoadError
+from observability import instrument
+from observability.metrics import Instruments
 from predictors.base import Predictor, PredictorOptions
 from predictors.batching import Batchers
 from registry import artifacts
@@ -49,8 +52,10 @@ class _Entry:
 class Deployments:
     def __init__(self, package_cache: Path, loader: Loader | None = None,
                  gcs: GcsCache | None = None, options: PredictorOptions | None = None,
-                 max_loaded: int = 0) -> None:
+                 max_loaded: int = 0, instruments: Instruments | None = None) -> None:
         self._package_cache = package_cache
+        #: Metrics of loads and model calls (None: metrics off; calls are still attributed).
+        self.instruments = instruments
         #: How this emulator's built-in predictors run (e.g. XGBoost's threads per call).
         self.options = options or PredictorOptions()
         #: The request batcher of each loaded predictor (predictors/batching.py).
@@ -101,13 +106,17 @@ class Deployments:
             if entry is not None and entry.uid == version.uid:
                 return entry  # another thread loaded it meanwhile
             value: Predictor | ApiError
+            started = time.perf_counter()
             try:
-                value = self._loader(version)
+                with instrument.attributed(version.name):  # what from_path prints is the model's
+                    value = self._loader(version)
             except ApiError as exc:
                 value = exc
             except Exception as exc:  # noqa: BLE001 - a loader bug must not leak a traceback
                 value = ModelLoadError(f"Could not load the model: {type(exc).__name__}: {exc}")
+            self._observe_load(version.name, value, time.perf_counter() - started)
             if entry is not None and not isinstance(entry.value, ApiError):
+                self._unloaded_metric(version.name)
                 entry.value.close()
             entry = _Entry(version.uid, value, next(self._clock))
             self._entries[version.name] = entry
@@ -132,6 +141,7 @@ class Deployments:
                 if self._entries.get(name) is entry:
                     del self._entries[name]
                     self._unloaded[name] = entry.uid
+                    self._unloaded_metric(name)
         # Not closed: a request or batch may still be running on it (module docstring).
         for _, name, _ in loaded[:excess]:
             log.info("unloaded %s: least recently used of more than %d loaded versions "
@@ -148,7 +158,25 @@ class Deployments:
                 return
             del self._entries[name]
         if not isinstance(entry.value, ApiError):
+            self._unloaded_metric(name)
             entry.value.close()
+
+    def _observe_load(self, name: str, value: Predictor | ApiError, seconds: float) -> None:
+        """Count the load and instrument the predictor's model calls (observability/instrument.py)."""
+        metrics = self.instruments.version(name) if self.instruments is not None else None
+        if isinstance(value, ApiError):
+            if metrics is not None:
+                metrics.load_failures.inc()
+            return
+        if metrics is not None:
+            metrics.load_seconds.observe(seconds)
+            metrics.loaded.inc()
+        if metrics is not None or not value.framework:  # custom code's output is attributed
+            instrument.instrument(value, name, metrics)
+
+    def _unloaded_metric(self, name: str) -> None:
+        if self.instruments is not None:
+            self.instruments.version(name).loaded.dec()
 
     def prune(self, current_uid: Callable[[str], str | None]) -> list[str]:
         """Unload versions whose store incarnation is gone or changed (deleted or re-created

@@ -93,7 +93,10 @@ class GcsCache:
 
     def _new_client(self) -> Any:
         from google.auth.credentials import AnonymousCredentials
-        from google.cloud import storage
+
+        # google-cloud-core 2.8 ships google/cloud/version.py, which hides the namespace
+        # package from mypy.
+        from google.cloud import storage  # type: ignore[attr-defined]
 
         if self.emulator_host:
             endpoint = self.emulator_host

@@ -26,9 +26,11 @@ log = logging.getLogger("mlemu.store")
 
 #: "tasks" holds the claim (owner, lease) of every unfinished long-running operation; see
 #: registry/tasks.py. "jobs" holds batch prediction jobs (registry/jobs.py; a kind added within
-#: schema version 1: its table is created on open, and older code never reads it).
-#: A backend needs nothing beyond get/children/put/delete and transaction().
-KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs")
+#: schema version 1: its table is created on open, and older code never reads it), as does
+#: "request_logs", the local request-response log rows of each version
+#: (observability/request_log.py). A backend needs nothing beyond get/children/put/delete and
+#: transaction().
+KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs", "request_logs")
 
 
 class Store(abc.ABC):

@@ -185,6 +185,9 @@ class TaskRunner:
                 return
             result: Any = None
             error: ApiError | None = None
+            instruments = getattr(self.context, "instruments", None)
+            if instruments is not None:
+                instruments.operation(task.type, None)
             try:
                 result = h.work(self.context, task)
             except ApiError as exc:
@@ -192,6 +195,8 @@ class TaskRunner:
             except Exception as exc:  # a bug in one task must not kill the runner
                 log.exception("operation %s failed", name)
                 error = Internal(f"Internal error: {type(exc).__name__}: {exc}")
+            if instruments is not None:
+                instruments.operation(task.type, "FAILED" if error is not None else "SUCCEEDED")
             with self.store.transaction():
                 current = get(self.store, name)
                 if current is None or current.owner != self.owner:

@@ -42,6 +42,17 @@ def make_app(tmp_path: Path) -> Callable[..., Any]:
     return factory
 
 
+def fast_path_of(flask_app: Any) -> Any:
+    """The app's PredictFastPath middleware (under the observability middleware when present);
+    its `.app` is Flask without the fast path."""
+    from protocols.aiplatform import PredictFastPath
+
+    layer = flask_app.wsgi_app
+    while not isinstance(layer, PredictFastPath):
+        layer = layer.app
+    return layer
+
+
 class LiveServer:
     def __init__(self, url: str, proc: subprocess.Popen[bytes], log: Path,
                  grpc_target: str | None = None) -> None:

@@ -1,8 +1,10 @@
 """Real backing services the tests start themselves: a PostgreSQL server (the Debian package's
-binaries, a temporary data directory, a free port) and a Cloud Storage emulator
-(gcp-storage-emulator from PyPI, in memory, on a free port). Both listen on 127.0.0.1 only.
+binaries, a temporary data directory, a free port), a Cloud Storage emulator
+(gcp-storage-emulator from PyPI, in memory, on a free port) and a Prometheus server (the Debian
+package `prometheus`). All listen on 127.0.0.1 only.
 
-A missing PostgreSQL installation fails the test (CI installs it in .ci/run): it is never a skip.
+A missing PostgreSQL or Prometheus installation fails the test (CI installs both in .ci/run):
+it is never a skip.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, what: str, timeo
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def postgres_bin(name: str) -> str:
@@ -125,10 +137,57 @@ class StorageEmulator:
             bucket.blob(f"{prefix}/{rel}").upload_from_filename(str(path))  # type: ignore[attr-defined]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        _terminate(self.proc)
+        self._log.close()
+
+
+class PrometheusServer:
+    """The Debian package's `prometheus` scraping `targets` (host:port) every second."""
+
+    def __init__(self, directory: Path, targets: list[str]) -> None:
+        binary = shutil.which("prometheus")
+        if not binary:
+            pytest.fail("Prometheus was not found: install the Debian package prometheus "
+                        "(apt-get install -y prometheus, as .ci/run does).")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = directory / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: mlemu\n    static_configs:\n"
+            f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+        self._log = open(directory / "prometheus.log", "wb")  # noqa: SIM115 - lives with the process
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_port(self.port, self.proc, "prometheus")
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        """Prometheus listens before its storage is open; /-/ready answers 200 once it is."""
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"prometheus was not ready within {timeout}s")
+
+    def query(self, promql: str) -> list[dict[str, object]]:
+        """The instant vector of a PromQL query, through Prometheus's HTTP API."""
+        import requests
+
+        answer = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=10)
+        answer.raise_for_status()
+        body = answer.json()
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def stop(self) -> None:
+        _terminate(self.proc)
         self._log.close()

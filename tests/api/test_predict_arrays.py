@@ -10,6 +10,7 @@ from werkzeug.test import Client
 
 import wirearray
 from tests import modelkit
+from tests.conftest import fast_path_of
 
 TYPES_SOURCE = '''
 class TypesPredictor:
@@ -72,7 +73,7 @@ def decoded(monkeypatch):
 
 
 def post(app, model, data, flask_only=False):
-    client = Client(app.wsgi_app.app if flask_only else app)
+    client = Client(fast_path_of(app).app if flask_only else app)
     return client.post(f"/v1/projects/p/models/{model}:predict", data=data,
                        content_type="application/json")
 

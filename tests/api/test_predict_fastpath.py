@@ -11,6 +11,7 @@ import pytest
 from werkzeug.test import Client, EnvironBuilder
 
 from tests import modelkit
+from tests.conftest import fast_path_of
 
 ROW = [1.0, 2.0, 0.5, -1.0]
 
@@ -38,8 +39,8 @@ def both(app, path, data, method="POST", headers=None):
     kwargs = {"method": method, "data": data, "content_type": "application/json",
               "headers": headers or {}}
     fast = Client(app).open(path, **kwargs)
-    flask_only = Client(app.wsgi_app.app).open(path, **kwargs)
-    taken = app.wsgi_app.route(EnvironBuilder(path, **kwargs).get_environ()) is not None
+    flask_only = Client(fast_path_of(app).app).open(path, **kwargs)
+    taken = fast_path_of(app).route(EnvironBuilder(path, **kwargs).get_environ()) is not None
     return fast, flask_only, taken
 
 
@@ -109,7 +110,7 @@ def test_a_chunked_body_goes_to_flask(app):
     environ = EnvironBuilder("/v1/projects/p/models/m:predict", method="POST",
                              data=json.dumps({"instances": [ROW]})).get_environ()
     del environ["CONTENT_LENGTH"]
-    assert app.wsgi_app.route(environ) is None
+    assert fast_path_of(app).route(environ) is None
 
 
 def test_iam_refusals_match(tmp_path):

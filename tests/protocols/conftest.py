@@ -100,11 +100,11 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
 
 
 def start_protocol_server(models: tuple[Path, dict[str, Any]],
-                          env: dict[str, str] | None = None) -> LiveServer:
+                          env: dict[str, str] | None = None, workers: int = 1) -> LiveServer:
     """`app.py serve` with HTTP and gRPC, returned once both have loaded every model."""
     root, entries = models
     config = modelkit.bootstrap_file(root / "bootstrap.yaml", entries, project=PROJECT)
-    live = start_server(root / "state", config, grpc_port=free_port(),
+    live = start_server(root / "state", config, workers, grpc_port=free_port(),
                         env={"MLEMU_PROJECT": PROJECT, **(env or {})})
     assert live.grpc_target
     # The gRPC process warms up on its own: wait for V2 ServerReady (b"\x08\x01": ready=true).

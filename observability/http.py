@@ -1,0 +1,132 @@
+"""WSGI middleware in front of every HTTP protocol: request metrics and the access log.
+
+It wraps the whole app (the :predict fast path included), so each request is counted once
+whichever protocol served it. Protocol and method come from the path through a fixed table (a
+bounded label set; `classify`); model and version from what `dataplane.resolve` recorded in the
+request context (empty when the request never reached a known version). The access log entry is
+Cloud Logging's `httpRequest` (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#HttpRequest).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from time import perf_counter
+from typing import Any
+
+from observability import context
+from observability.context import CURRENT, RequestContext
+from observability.metrics import Instruments
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+access_log = logging.getLogger("mlemu.access")
+
+_TFS_VERBS = {":predict": "predict", ":classify": "classify", ":regress": "regress"}
+_GRPS_GROUPS = {"health", "infer", "metadata"}
+
+
+def classify(path: str, verb: str, vertex_routes: dict[str, str]) -> tuple[str, str]:
+    """(protocol, method) of a request path: labels from a fixed set, never from names in it."""
+    if path in vertex_routes:
+        return "vertex", vertex_routes[path]
+    if path.startswith("/v1/projects/"):
+        if path.endswith(":predict"):
+            return "aiplatform", "predict"
+        if path.endswith(":explain"):
+            return "aiplatform", "explain"
+        return "ml_v1", verb if verb in ("GET", "POST", "PATCH", "DELETE") else "other"
+    if path.startswith("/v1/models"):
+        for suffix, method in _TFS_VERBS.items():
+            if path.endswith(suffix):
+                return "tfserving", method
+        return "tfserving", "metadata" if path.endswith("/metadata") else "status"
+    if path.startswith("/v2"):
+        if path.endswith("/infer"):
+            return "v2", "infer"
+        if path.endswith("/ready") or path.startswith("/v2/health/"):
+            return "v2", "health"
+        return "v2", "metadata"
+    if path.startswith("/grps/v1/"):
+        parts = path.split("/")
+        if len(parts) == 5 and parts[3] in _GRPS_GROUPS and parts[4].isidentifier():
+            return "grps", f"{parts[3]}.{parts[4]}" if len(parts[4]) <= 16 else parts[3]
+        return "grps", "other"
+    if path in ("/healthz", "/readyz"):
+        return "health", path[1:]
+    if path == "/metrics":
+        return "metrics", "scrape"
+    if path == "/":
+        return "grps", "monitor"
+    return "other", "other"
+
+
+class ObservedApp:
+    """Counts and times every request, and writes its access log entry when asked to. A
+    streamed answer (grps `streaming=true`) is timed until its iterable is returned, before its
+    chunks are sent; its size is absent from the access log (no Content-Length)."""
+
+    def __init__(self, app: WSGIApp, instruments: Instruments | None, *, access: bool,
+                 vertex_routes: dict[str, str]) -> None:
+        self.app = app
+        self.instruments = instruments
+        self.access = access
+        self.vertex_routes = vertex_routes
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        started = perf_counter()
+        if "HTTP_TRACEPARENT" in environ or "HTTP_X_CLOUD_TRACE_CONTEXT" in environ:
+            ctx = context.parse_trace({
+                "traceparent": environ.get("HTTP_TRACEPARENT", ""),
+                "x-cloud-trace-context": environ.get("HTTP_X_CLOUD_TRACE_CONTEXT", "")})
+        else:
+            ctx = RequestContext()
+        token = CURRENT.set(ctx)
+        seen: list[Any] = ["500", None]
+
+        def observe_start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+            seen[0], seen[1] = status[:3], headers
+            return start_response(status, headers, *exc)
+
+        try:
+            return self.app(environ, observe_start)
+        finally:
+            try:
+                self._record(environ, ctx, seen[0], seen[1], perf_counter() - started)
+            finally:
+                CURRENT.reset(token)
+
+    def _record(self, environ: dict[str, Any], ctx: context.RequestContext, code: str,
+                headers: list[tuple[str, str]] | None, seconds: float) -> None:
+        path = environ.get("PATH_INFO", "")
+        verb = environ.get("REQUEST_METHOD", "")
+        if self.instruments is not None:
+            protocol, method = classify(path, verb, self.vertex_routes)
+            self.instruments.request("http", protocol, method, ctx.model, ctx.version, code,
+                                     seconds)
+        if self.access:
+            self._access_log(environ, path, verb, code, headers, seconds)
+
+    def _access_log(self, environ: dict[str, Any], path: str, verb: str, code: str,
+                    headers: list[tuple[str, str]] | None, seconds: float) -> None:
+        size = next((v for k, v in headers or () if k.lower() == "content-length"), None)
+        query = environ.get("QUERY_STRING")
+        url = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}{path}"
+        if query:
+            url += f"?{query}"
+        entry: dict[str, Any] = {
+            "requestMethod": verb, "requestUrl": url, "status": int(code),
+            "latency": f"{seconds:.6f}s", "protocol": environ.get("SERVER_PROTOCOL", ""),
+            "remoteIp": environ.get("REMOTE_ADDR", ""),
+        }
+        if environ.get("CONTENT_LENGTH"):
+            entry["requestSize"] = environ["CONTENT_LENGTH"]
+        if size is not None:
+            entry["responseSize"] = size
+        if environ.get("HTTP_USER_AGENT"):
+            entry["userAgent"] = environ["HTTP_USER_AGENT"]
+        if environ.get("HTTP_REFERER"):
+            entry["referer"] = environ["HTTP_REFERER"]
+        access_log.info("%s %s %s %s %.1f ms", verb, url, code, size or "-", seconds * 1000,
+                        extra={"httpRequest": entry})
