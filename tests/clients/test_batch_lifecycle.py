@@ -119,11 +119,15 @@ def test_two_workers_cancel_and_restart(tmp_path: Path) -> None:
 
         # Kill the server mid-job: its pipeline stops with it; a new server adopts the job and
         # runs it to the end.
-        restart_rows = _rows(tmp_path / "restart.json", 60)
+        # Mid-job means after its first predictions: RUNNING is recorded just before the
+        # pipeline's process starts. 200 rows at 50 ms leave ~10 s to kill it in.
+        restart_rows = _rows(tmp_path / "restart.json", 200)
         jobs.create(parent=P, body=batchkit.prediction_job(
             "survivor", [str(tmp_path / "restart.json")], str(tmp_path / "restart-out"),
             modelName=f"{P}/models/slow", batchSize=1, maxWorkerCount=1)).execute()
-        batchkit.wait_job(ml, f"{P}/jobs/survivor", ("RUNNING",))
+        batchkit.wait_job(ml, f"{P}/jobs/survivor", ("RUNNING",),
+                          check=lambda j: int(j.get("predictionOutput", {}).get(
+                              "predictionCount", "0")) > 0)
         assert batchkit.pipeline_pids(state)
     finally:
         stop_server(server.proc, signal.SIGKILL)
