@@ -28,9 +28,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from pythonjsonlogger.core import RESERVED_ATTRS
-from pythonjsonlogger.json import JsonFormatter
-
 from observability import context
 
 TRACE = "logging.googleapis.com/trace"
@@ -108,12 +105,14 @@ class ContextFilter(logging.Filter):
         return True
 
 
-class CloudLoggingFormatter(JsonFormatter):
-    """One Cloud Logging entry per record (python-json-logger does the encoding)."""
+def cloud_logging_formatter() -> logging.Formatter:
+    """One Cloud Logging entry per record (python-json-logger does the encoding). Imported here,
+    when JSON logs are chosen: text logs (`make serve`) never pay for the library."""
+    from pythonjsonlogger.core import RESERVED_ATTRS
+    from pythonjsonlogger.json import JsonFormatter
 
-    def __init__(self) -> None:
-        # `stack_trace` is one of the fields Error Reporting reads a traceback from.
-        super().__init__(["message", "levelname", "name"], timestamp="time",
+    # `stack_trace` is one of the fields Error Reporting reads a traceback from.
+    return JsonFormatter(["message", "levelname", "name"], timestamp="time",
                          rename_fields={"levelname": "severity", "name": "logger",
                                         "exc_info": "stack_trace"},
                          reserved_attrs=[*RESERVED_ATTRS, "attribution"])
@@ -164,7 +163,7 @@ def configure(level: str, log_format: str, project: str) -> None:
     out, err = _real(sys.stdout), _real(sys.stderr)
     if log_format == "json":
         handler: logging.Handler = logging.StreamHandler(out)
-        handler.setFormatter(CloudLoggingFormatter())
+        handler.setFormatter(cloud_logging_formatter())
     else:
         handler = logging.StreamHandler(_own_descriptor(err))
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))

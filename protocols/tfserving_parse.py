@@ -22,7 +22,6 @@ import re
 from typing import Any
 
 import orjson
-import rapidjson
 
 from errors import InvalidArgument
 from predictors.rapidjson_writer import debug_string
@@ -124,6 +123,10 @@ def loads(data: bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    # The same parser as TF Serving, for the bodies orjson refuses (its words and offsets, its
+    # leniencies); loaded here so that starting a server and well-formed bodies never pay for it.
+    import rapidjson
+
     try:
         return _big_ints(rapidjson.loads(data, number_mode=rapidjson.NM_NAN))
     except (rapidjson.JSONDecodeError, RecursionError) as exc:

@@ -191,13 +191,13 @@ def test_native_stderr_lines_become_records_at_their_own_severity(
 
 
 def test_a_logged_exception_carries_its_traceback_as_stack_trace() -> None:
-    from observability.logs import CloudLoggingFormatter
+    from observability.logs import cloud_logging_formatter
 
     try:
         raise ZeroDivisionError("division by zero")
     except ZeroDivisionError:
         record = logging.LogRecord("mlemu", logging.ERROR, __file__, 1, "failed", None,
                                    sys.exc_info())
-    entry = json.loads(CloudLoggingFormatter().format(record))
+    entry = json.loads(cloud_logging_formatter().format(record))
     assert entry["severity"] == "ERROR" and entry["message"] == "failed"
     assert entry["stack_trace"].startswith("Traceback") and "ZeroDivisionError" in entry["stack_trace"]
