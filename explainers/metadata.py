@@ -106,6 +106,8 @@ def load(model_dir: str) -> Metadata:
         raise FailedPrecondition(
             f"Explanations need the model's metadata: {FILE_NAME} was not found next to the "
             "model in deploymentUri.") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:  # its text names the server's path: only the reason goes out
+        raise _bad(f"not readable ({exc.strerror or type(exc).__name__}).") from None
+    except ValueError as exc:
         raise _bad(f"not readable JSON ({type(exc).__name__}: {exc}).") from None
     return parse(data)

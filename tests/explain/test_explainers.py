@@ -125,6 +125,13 @@ def test_missing_metadata_file(tmp_path: Path) -> None:
         metadata.load(str(tmp_path))
 
 
+def test_unreadable_metadata_file_names_no_server_path(tmp_path: Path) -> None:
+    (tmp_path / metadata.FILE_NAME).mkdir()  # an OSError whose own text carries the full path
+    with pytest.raises(FailedPrecondition, match="not readable") as caught:
+        metadata.load(str(tmp_path))
+    assert str(tmp_path) not in caught.value.message
+
+
 # --- sampled Shapley ----------------------------------------------------------------------
 
 def test_sklearn_sampled_shapley_matches_exact_within_reported_error(tmp_path: Path) -> None:
