@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from deploy.connection_board import ConnectionBoard
 from settings import Settings
 
 _settings = Settings.from_env()
@@ -95,9 +96,25 @@ def post_worker_init(worker: Any) -> None:
     signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
     signal.siginterrupt(signal.SIGTERM, False)
 
+#: Each worker's open connections, shared with the workers (deploy/connection_board.py): a busier
+#: worker leaves new connections to a less busy one. Slots beyond the worker count absorb
+#: replacements and TTIN-added workers.
+_board = ConnectionBoard(slots=max(64, 4 * workers))
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """Give the worker about to be forked a slot on the connection board."""
+    taken = {slot for w in server.WORKERS.values()
+             if (slot := getattr(w, "mlemu_slot", None)) is not None}
+    worker.mlemu_board = _board
+    worker.mlemu_slot = _board.claim(taken)
+
+
 def child_exit(server: Any, worker: Any) -> None:
-    """A worker died: its live gauges leave the merged metrics (prometheus_client multiprocess);
-    its counters stay, so totals never go down."""
+    """A worker died: its slot on the connection board is freed; its live gauges leave the merged
+    metrics (prometheus_client multiprocess); its counters stay, so totals never go down."""
+    if getattr(worker, "mlemu_slot", None) is not None:
+        _board.release(worker.mlemu_slot)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

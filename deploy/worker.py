@@ -28,6 +28,12 @@ bound) is read under the same deadline (DeadlineSocket). gunicorn's own error pa
 431, ...: gunicorn/workers/base.py `handle_error`, gunicorn/util.py `write_error`) are HTML: they
 are answered in the protocol's JSON shape instead (deploy/wire_errors.py).
 
+Even connections across workers (issue 21): all workers accept from one socket, and the kernel's
+split of a few long-lived connections is often uneven, which leaves one worker's GIL saturated
+while the other's CPU idles. Before accepting, a worker that holds more connections than the least
+busy live worker leaves the connection to that one for up to `YIELD_WAIT_S`
+(deploy/connection_board.py has the measurements).
+
 Everything else (parsing, limits, HTTP/2, logging) is gthread's own code.
 """
 
@@ -47,6 +53,7 @@ from gunicorn import util
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
 from deploy import wire_errors
+from deploy.connection_board import ConnectionBoard
 from deploy.request_buffer import RequestBuffer
 from settings import Settings
 
@@ -59,6 +66,11 @@ PIN_WAIT_S = 0.05
 #: costs a client that much sending before it can hold a thread (for at most the request deadline).
 MAX_BUFFERED_BODY = 1024 * 1024
 _RECV = 65536
+#: Longest a worker leaves a waiting connection to a less busy worker before taking it itself: a
+#: less busy worker takes a connection within microseconds unless its main loop is held up.
+YIELD_WAIT_S = 0.01
+#: How often a yielding worker looks again whether the connection is still waiting.
+YIELD_POLL_S = 0.001
 #: handle()'s answer for "the request is not complete yet: read the rest in the main loop".
 _READ_MORE = object()
 
@@ -92,6 +104,42 @@ class KeepAliveThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has
     """gthread that reads each request without a thread, under a deadline, and keeps serving a
     keep-alive connection from its thread while it stays busy."""
 
+    #: Set by gunicorn.conf.py's pre_fork on the worker object before the fork; a worker run
+    #: without that hook (another config) accepts as stock gthread does.
+    mlemu_board: ConnectionBoard | None = None
+    mlemu_slot: int | None = None
+    _conns = 0
+    _on_board = False  # counted on the board: from its main loop's start until it stops
+
+    @property
+    def nr_conns(self) -> int:
+        """gthread's count of this worker's open connections, published on the board whenever
+        gthread changes it."""
+        return self._conns
+
+    @nr_conns.setter
+    def nr_conns(self, value: int) -> None:
+        self._conns = value
+        if self._on_board:
+            self._publish()
+
+    def _publish(self) -> None:
+        if self.mlemu_board is not None and self.mlemu_slot is not None:
+            if self._on_board:
+                self.mlemu_board.publish(self.mlemu_slot, self._conns)
+            else:  # booting or stopping: no place to leave connections to
+                self.mlemu_board.release(self.mlemu_slot)
+
+    def run(self) -> None:
+        self._on_board = True
+        self._publish()
+        super().run()
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        self._on_board = False
+        self._publish()
+
     def init_process(self) -> None:
         settings = Settings.from_env()
         self.header_timeout = settings.header_timeout
@@ -103,7 +151,47 @@ class KeepAliveThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has
             (cfg.limit_request_field_size or 8190) + 2)
         self.reading: dict[Any, RequestBuffer] = {}  # connections whose request is being read
         self.request_path = threading.local()  # the path a thread's request names (handle_error)
-        super().init_process()
+        self.accept_paused_until: float | None = None  # left to a less busy worker until then
+        self.yielding_since: float | None = None  # when this worker first left the waiting one
+        super().init_process()  # runs the main loop
+
+    # -- even connections across workers ---------------------------------------------------------
+
+    def _leave_to_another_worker(self) -> bool:
+        """Whether to leave the waiting connection to a less busy worker for now (and pause
+        accepting for YIELD_POLL_S), or take it: the peers are even, or it waited YIELD_WAIT_S."""
+        board, slot = self.mlemu_board, self.mlemu_slot
+        if board is None or slot is None or not self.alive:
+            return False
+        if not board.others_hold_fewer(slot, self.nr_conns):
+            self.yielding_since = None
+            return False
+        now = time.monotonic()
+        if self.yielding_since is None:
+            self.yielding_since = now
+        elif now - self.yielding_since >= YIELD_WAIT_S:
+            self.yielding_since = None
+            return False
+        self.accept_paused_until = now + YIELD_POLL_S
+        self.set_accept_enabled(False)
+        return True
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread's switch (its main loop turns accepting back on at every turn), held off while
+        a pause for a less busy worker lasts."""
+        if enabled and self.accept_paused_until is not None:
+            if time.monotonic() < self.accept_paused_until:
+                return
+            self.accept_paused_until = None
+            if not any(_readable(listener, 0) for listener in self.sockets):
+                self.yielding_since = None  # another worker took it
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """gthread's poller wait, woken when a pause for a less busy worker ends."""
+        if self.accept_paused_until is not None:
+            timeout = max(0.0, min(timeout, self.accept_paused_until - time.monotonic()))
+        super().wait_for_and_dispatch_events(timeout)
 
     # -- reading requests in the main loop -------------------------------------------------------
 
@@ -112,6 +200,8 @@ class KeepAliveThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has
                              self.max_head, MAX_BUFFERED_BODY)
 
     def accept(self, listener: Any) -> None:
+        if self._leave_to_another_worker():
+            return
         try:
             client_sock, client_addr = listener.accept()
         except OSError as exc:
