@@ -156,6 +156,15 @@ class MlemuUnbatched(MlemuLever):
     lever = "adaptive batching off"
 
 
+class MlemuNoMetrics(MlemuLever):
+    """Issue 18: recording metrics must cost no measurable throughput; this is the before."""
+
+    name = "mlemu-nometrics"
+    measured = ("logreg",)
+    lever_env = (("MLEMU_METRICS", "false"),)
+    lever = "Prometheus metrics off (recording and /metrics)"
+
+
 class MlemuXgbAllThreads(MlemuLever):
     name = "mlemu-xgb-allthreads"
     measured = ("xgb",)
@@ -249,6 +258,7 @@ SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads32": MlemuThre
                                     "mlemu-threads4": MlemuThreads4,
                                     "mlemu-unbatched": MlemuUnbatched,
                                     "mlemu-xgb-allthreads": MlemuXgbAllThreads,
+                                    "mlemu-nometrics": MlemuNoMetrics,
                                     "mlserver": MLServer, "kserve": KServe, "flask": NaiveFlask}
 PEERS = ("mlserver", "kserve", "flask")
 #: The peers that are model servers. Cold start and idle memory are compared with these only:

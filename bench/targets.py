@@ -61,6 +61,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
         p99 = ("load", model, "c8", "p99_us")
         check(f"{title} c=8 p99 ms vs best peer's p99", mine(p99), peers(p99, False), "<=", 1.0,
               1e-3)
+    for c in ("c1", "c8", "c64"):  # issue 18: metrics cost no throughput (within noise: 0.95)
+        rps = ("load", "logreg", c, "rps")
+        check(f"LogisticRegression {c.replace('c', 'c=')} requests/s, metrics on vs off",
+              mine(rps), get(s.get("mlemu-nometrics", {}), *rps), ">=", 0.95)
     rps = ("load", "forest", "c64", "rps")
     check("RandomForest c=64 requests/s vs best peer", mine(rps), peers(rps, True), ">=", 5.0)
     p99 = ("load", "forest", "c64", "p99_us")
