@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--servers", help=f"comma-separated; default: {DEFAULT} (quick: {QUICK})")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated, of {', '.join(PHASES)}")
+    parser.add_argument("--rounds", type=int, help="load rounds (overrides the plan's)")
+    parser.add_argument("--seconds", type=float, help="seconds per measured wrk run (overrides)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args()
@@ -57,6 +59,10 @@ def main() -> None:
             parser.error(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
     started = time.time()
     plan = Plan.of(args.quick, args.smoke)
+    if args.rounds:
+        plan = dataclasses.replace(plan, rounds=args.rounds)
+    if args.seconds:
+        plan = dataclasses.replace(plan, seconds=args.seconds)
     bench = Bench(plan, args.out, names)
     results: dict[str, Any] = {"quick": args.quick, "smoke": args.smoke,
                                "plan": dataclasses.asdict(plan), "phases": phases,
