@@ -257,25 +257,63 @@ class Settings:
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
-    def worker_layout(self, cpus: float | None = None) -> tuple[int, int]:
-        """(gunicorn workers, threads per worker): explicit settings win, the rest follow the CPUs.
+    def worker_layout(self, cpus: float | None = None,
+                      memory: int | None = None) -> tuple[int, int]:
+        """(gunicorn workers, threads per worker): explicit settings win, the rest follow the CPUs
+        and the memory.
 
         One process per CPU (rounded up, at most MAX_AUTO_WORKERS: every process holds its own copy
-        of each loaded model) gives the Python parts of a request real parallelism; threads per
-        process keep about AUTO_TOTAL_THREADS requests in flight per instance (deploy/service.yaml's
-        containerConcurrency) and at least MIN_AUTO_THREADS per process for I/O waits. On 2 CPUs
-        that is 2 x 8, the layout mlemu used before it sized itself.
+        of each loaded model) gives the Python parts of a request real parallelism. Threads per
+        process keep up to AUTO_TOTAL_THREADS requests in flight per instance (deploy/service.yaml's
+        containerConcurrency), at least MIN_AUTO_THREADS per process: adaptive batching can only
+        merge requests that are in flight together, and a busy keep-alive connection keeps its
+        thread only while the worker has a thread for each of its connections (deploy/worker.py),
+        so under many concurrent small requests more threads mean larger merged calls and fewer
+        hand-offs (RandomForest at c=64 on 2 CPUs: 2 x 32 threads served twice 2 x 8's requests/s,
+        bench/RESULTS.md). Idle threads cost nothing (gunicorn starts them as connections need
+        them); a busy one holds at most one request body (MLEMU_MAX_REQUEST_BYTES) and what it
+        decodes to, so the total is also held to MEMORY_PER_THREAD of the memory the instance may
+        use. On 2 CPUs with 2 GiB or more that is 2 x 32.
         """
         cpus = available_cpus() if cpus is None else cpus
+        memory = available_memory() if memory is None else memory
         workers = self.workers or max(1, min(MAX_AUTO_WORKERS, math.ceil(cpus)))
-        threads = self.threads or max(MIN_AUTO_THREADS, AUTO_TOTAL_THREADS // workers)
+        total = min(AUTO_TOTAL_THREADS, memory // MEMORY_PER_THREAD)
+        threads = self.threads or max(MIN_AUTO_THREADS, total // workers)
         return workers, threads
 
 
 #: worker_layout's bounds when MLEMU_WORKERS / MLEMU_THREADS are unset.
 MAX_AUTO_WORKERS = 8
-AUTO_TOTAL_THREADS = 16
+AUTO_TOTAL_THREADS = 64
 MIN_AUTO_THREADS = 4
+#: Memory budgeted per serving thread: a 1.5 MB body (AI Platform's request limit, our default
+#: MLEMU_MAX_REQUEST_BYTES) decodes to ~10x that in Python objects, plus the answer, with room.
+MEMORY_PER_THREAD = 32 * 1024 * 1024
+
+
+def available_memory(cgroup_root: Path = Path("/sys/fs/cgroup"),
+                     meminfo: Path = Path("/proc/meminfo")) -> int:
+    """Bytes this process may use: the machine's memory, capped by a cgroup memory limit
+    (cgroup v2 `memory.max`, v1 `memory/memory.limit_in_bytes`; Cloud Run and Kubernetes set
+    one). Unknown (not Linux): AUTO_TOTAL_THREADS' worth."""
+    total = AUTO_TOTAL_THREADS * MEMORY_PER_THREAD
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit in (cgroup_root / "memory.max", cgroup_root / "memory" / "memory.limit_in_bytes"):
+        try:
+            text = limit.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+        break
+    return total
 
 
 def available_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> float:

@@ -69,6 +69,8 @@ def test_probes_hit_served_routes_on_the_container_port(make_app: Any) -> None:
 
 def test_concurrency_matches_the_worker_layout_for_its_cpus() -> None:
     spec = load()["spec"]["template"]["spec"]
-    cpus = float(spec["containers"][0]["resources"]["limits"]["cpu"])
-    workers, threads = Settings().worker_layout(cpus)
+    limits = spec["containers"][0]["resources"]["limits"]
+    cpus = float(limits["cpu"])
+    memory = int(limits["memory"].removesuffix("Gi")) * 1024 ** 3
+    workers, threads = Settings().worker_layout(cpus, memory)
     assert spec["containerConcurrency"] == workers * threads

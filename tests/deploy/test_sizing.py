@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import settings as settings_module
-from settings import Settings, available_cpus
+from settings import Settings, available_cpus, available_memory
 
 GUNICORN_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
 
@@ -36,15 +36,41 @@ def test_cpus_follow_affinity_and_cgroup_quota(tmp_path: Path) -> None:
     assert available_cpus(cgroup(tmp_path / "e", v2="400000 100000")) == min(affinity, 4)
 
 
+GIB = 1024 ** 3
+
+
 @pytest.mark.parametrize(("cpus", "layout"), [
-    (0.5, (1, 16)), (1, (1, 16)), (1.5, (2, 8)), (2, (2, 8)), (4, (4, 4)), (8, (8, 4)), (64, (8, 4)),
+    (0.5, (1, 64)), (1, (1, 64)), (1.5, (2, 32)), (2, (2, 32)), (4, (4, 16)), (8, (8, 8)),
+    (64, (8, 8)),
 ])
 def test_layout_from_cpus(cpus: float, layout: tuple[int, int]) -> None:
-    assert Settings().worker_layout(cpus) == layout
+    assert Settings().worker_layout(cpus, memory=16 * GIB) == layout
+
+
+@pytest.mark.parametrize(("memory", "layout"), [
+    (512 * 1024 ** 2, (2, 8)), (1 * GIB, (2, 16)), (2 * GIB, (2, 32)), (64 * 1024 ** 2, (2, 4)),
+])
+def test_threads_held_to_the_memory(memory: int, layout: tuple[int, int]) -> None:
+    assert Settings().worker_layout(2, memory=memory) == layout
+
+
+def test_memory_from_meminfo_and_cgroup_limit(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        8388608 kB\nMemFree:  1 kB\n")
+    assert available_memory(tmp_path / "none", meminfo) == 8 * GIB
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "memory.max").write_text("2147483648\n")
+    assert available_memory(tmp_path / "v2", meminfo) == 2 * GIB
+    (tmp_path / "unlimited").mkdir()
+    (tmp_path / "unlimited" / "memory.max").write_text("max\n")
+    assert available_memory(tmp_path / "unlimited", meminfo) == 8 * GIB
+    (tmp_path / "v1" / "memory").mkdir(parents=True)
+    (tmp_path / "v1" / "memory" / "memory.limit_in_bytes").write_text(f"{GIB}\n")
+    assert available_memory(tmp_path / "v1", meminfo) == GIB
 
 
 def test_explicit_settings_win() -> None:
-    assert Settings(workers=3).worker_layout(8) == (3, 5)
+    assert Settings(workers=3).worker_layout(8, memory=16 * GIB) == (3, 21)
     assert Settings(threads=2).worker_layout(4) == (4, 2)
     assert Settings(workers=1, threads=32).worker_layout(8) == (1, 32)
     # Unset (or 0) means "from the CPUs", and only explicit values reach child processes.
@@ -62,14 +88,15 @@ def load_conf(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: float)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(settings_module, "available_cpus", lambda: cpus)
+    monkeypatch.setattr(settings_module, "available_memory", lambda: 16 * GIB)
     return runpy.run_path(str(GUNICORN_CONF))
 
 
 def test_gunicorn_conf_sizes_from_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = load_conf(monkeypatch, {"PORT": "9000", "MLEMU_HOST": "0.0.0.0"}, cpus=4)
-    assert (conf["workers"], conf["threads"], conf["bind"]) == (4, 4, "0.0.0.0:9000")
+    assert (conf["workers"], conf["threads"], conf["bind"]) == (4, 16, "0.0.0.0:9000")
     assert conf["worker_class"] == "deploy.worker.KeepAliveThreadWorker" and conf["graceful_timeout"] < 10
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "1"}, cpus=4)
-    assert (conf["workers"], conf["threads"]) == (1, 16)
+    assert (conf["workers"], conf["threads"]) == (1, 64)
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "2", "MLEMU_THREADS": "3"}, cpus=4)
     assert (conf["workers"], conf["threads"]) == (2, 3)
