@@ -27,7 +27,7 @@ from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
 PHASES = ("cold", "levers", "load", "ab", "big", "grpc", "many", "batch")
-DEFAULT = ("mlemu,mlemu-threads32,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
+DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
 

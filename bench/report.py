@@ -223,9 +223,10 @@ and each load figure is the median over the rounds.
   (median of {plan['cold_starts']}, the servers taking turns launch by launch); idle memory 2 s
   after each one's first launch. Memory is RSS and PSS summed over the server's process tree
   from /proc/PID/smaps_rollup.
-- mlemu is measured at its defaults. mlemu-threads32 (MLEMU_THREADS=32), mlemu-unbatched
-  (MLEMU_BATCH_MAX_INSTANCES=0) and mlemu-xgb-allthreads (MLEMU_XGBOOST_NTHREAD=0) change one
-  setting each: levers, never the figure a target is judged on.
+- mlemu is measured at its defaults. mlemu-threads8 (MLEMU_THREADS=8, the layout before issue
+  21), mlemu-unbatched (MLEMU_BATCH_MAX_INSTANCES=0), mlemu-xgb-allthreads
+  (MLEMU_XGBOOST_NTHREAD=0) and mlemu-nometrics (MLEMU_METRICS=false) change one setting each:
+  levers, never the figure a target is judged on.
 
 ## Figures
 

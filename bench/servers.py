@@ -132,11 +132,13 @@ class MlemuLever(Mlemu):
         return f"as mlemu, with {changed} ({self.lever})"
 
 
-class MlemuThreads(MlemuLever):
-    name = "mlemu-threads32"
+class MlemuThreads8(MlemuLever):
+    """The layout before issue 21 (2 x 8 on 2 CPUs): the before of the default's 32 threads."""
+
+    name = "mlemu-threads8"
     measured = PEER_MODELS
-    lever_env = (("MLEMU_THREADS", "32"),)
-    lever = "32 threads per worker instead of the default 8 (README, Performance)"
+    lever_env = (("MLEMU_THREADS", "8"),)
+    lever = "8 threads per worker, the default before issue 21 (now 32 on 2 CPUs)"
 
 
 class MlemuThreads4(MlemuLever):
@@ -254,7 +256,7 @@ class NaiveFlask(Server):
                 "under gunicorn --workers 2 --threads 8 (mlemu's default layout)")
 
 
-SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads32": MlemuThreads,
+SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads8": MlemuThreads8,
                                     "mlemu-threads4": MlemuThreads4,
                                     "mlemu-unbatched": MlemuUnbatched,
                                     "mlemu-xgb-allthreads": MlemuXgbAllThreads,
