@@ -1,0 +1,110 @@
+"""TensorFlow :predict with large bodies: a one-float-input signature takes the body's array
+(wirearray.py, predictors/json_batch.py) and answers byte for byte what the general path (the
+body's lists, instance by instance) answers, errors included, on a Keras export and TF1-era
+exports with static shapes; an integer input keeps the lists (its checks read JSON types)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from werkzeug.test import Client
+
+import wirearray
+from predictors import json_batch
+from tests import modelkit
+from tests.conftest import fast_path_of
+
+pytestmark = pytest.mark.slow
+ROWS = 3000
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from app import create_app
+    from settings import Settings
+    from tests import tfmodels
+
+    root = tmp_path_factory.mktemp("tf-arrays")
+    dirs = {"keras": tfmodels.keras_model(root / "keras")[0],
+            "tf1": tfmodels.tf1_static(root / "tf1"),
+            "tf1double": tfmodels.tf1_static(root / "tf1double", "float64"),
+            "tf1int": tfmodels.tf1_static(root / "tf1int", "int64")}
+    config = modelkit.bootstrap_file(root / "mlemu.yaml", {
+        name: {"versions": {"v1": {"deploymentUri": str(path), "framework": "TENSORFLOW"}}}
+        for name, path in dirs.items()})
+    settings = Settings(state_dir=root / "state", config_file=config, max_request_bytes=16 << 20)
+    return create_app(settings, warm=False)
+
+
+def answer(app: Any, model: str, body: bytes, flask_only: bool = False) -> tuple[int, bytes]:
+    client = Client(fast_path_of(app).app if flask_only else app)
+    resp = client.post(f"/v1/projects/p/models/{model}:predict", data=body,
+                       content_type="application/json")
+    return resp.status_code, resp.data
+
+
+def general(app: Any, model: str, body: bytes) -> tuple[int, bytes]:
+    """The answer with neither fast conversion: the body's lists, instance by instance."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(wirearray, "instances_array", lambda data: None)
+        patch.setattr(json_batch, "stacked", lambda *args: None)
+        return answer(app, model, body)
+
+
+def rows(kind: str) -> list[list[Any]]:
+    rng = np.random.default_rng(5)
+    values = rng.normal(scale=4.0, size=(ROWS, 3))
+    if kind == "floats":
+        return values.tolist()
+    if kind == "ints":
+        return np.round(values * 100000).astype(int).tolist()
+    mixed: list[list[Any]] = values.tolist()
+    for row in mixed[::7]:
+        row[1] = round(row[1])  # integers written as such beside floats
+    if kind == "huge":
+        mixed[-1][2] = 2 ** 53 + 2 ** 29 + 1  # rounds differently straight and through a double
+    if kind == "bool":
+        mixed[-1][0] = True
+    if kind == "ragged":
+        mixed[-1].append(1.0)
+    if kind == "text":
+        mixed[-1][1] = "1.0"
+    return mixed
+
+
+@pytest.mark.parametrize("model", ["keras", "tf1", "tf1double", "tf1int"])
+@pytest.mark.parametrize("kind", ["floats", "ints", "mixed", "huge", "bool", "ragged", "text"])
+def test_large_bodies_answer_as_the_general_path(app: Any, model: str, kind: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    body = json.dumps({"instances": rows(kind)}).encode()
+    assert len(body) >= wirearray.MIN_BYTES
+    taken: list[Any] = []
+    real = json_batch.stacked
+
+    def spy(*args: Any) -> Any:
+        taken.append(real(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(json_batch, "stacked", spy)
+    expected = general(app, model, body)
+    assert answer(app, model, body) == expected
+    assert answer(app, model, body, flask_only=True) == expected
+    if kind in ("floats", "ints", "mixed") and model != "tf1int":
+        assert expected[0] == 200, expected
+        assert taken and all(array is not None for array in taken)  # the one-call conversion ran
+    if model == "keras" and kind in ("floats", "ints"):
+        assert taken and isinstance(taken[0], np.ndarray)
+
+
+def test_an_integer_input_gets_the_lists(app: Any) -> None:
+    """`1.5` beside `1` for an int64 input: the general path names the first value it refuses,
+    as written in the body (an array would have turned `1` into `1.0`)."""
+    instances = rows("ints")
+    instances[3][0] = 1.5
+    body = json.dumps({"instances": instances}).encode()
+    status, data = answer(app, "tf1int", body)
+    assert (status, data) == general(app, "tf1int", body)
+    assert status == 400 and b"JSON Value: 1.5 Type: Number is not of expected type: int64" in data
