@@ -1,7 +1,8 @@
-"""TensorFlow :predict with large bodies: a one-float-input signature takes the body's array
-(wirearray.py, predictors/json_batch.py) and answers byte for byte what the general path (the
-body's lists, instance by instance) answers, errors included, on a Keras export and TF1-era
-exports with static shapes; an integer input keeps the lists (its checks read JSON types)."""
+"""TensorFlow models given large bodies, on AI Platform's :predict and TF Serving's :predict (row
+and columnar): a one-float-input signature takes the body's array (wirearray.py,
+predictors/json_batch.py) and answers byte for byte what the general path (the body's lists,
+instance by instance) answers, errors included, on a Keras export and TF1-era exports with
+static shapes; an integer input keeps the lists (its checks read JSON types)."""
 
 from __future__ import annotations
 
@@ -35,23 +36,25 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
     config = modelkit.bootstrap_file(root / "mlemu.yaml", {
         name: {"versions": {"v1": {"deploymentUri": str(path), "framework": "TENSORFLOW"}}}
         for name, path in dirs.items()})
-    settings = Settings(state_dir=root / "state", config_file=config, max_request_bytes=16 << 20)
+    settings = Settings(state_dir=root / "state", config_file=config, max_request_bytes=16 << 20,
+                        default_project="p")
     return create_app(settings, warm=False)
 
 
-def answer(app: Any, model: str, body: bytes, flask_only: bool = False) -> tuple[int, bytes]:
+def answer(app: Any, model: str, body: bytes, flask_only: bool = False,
+           tfserving: bool = False) -> tuple[int, bytes]:
     client = Client(fast_path_of(app).app if flask_only else app)
-    resp = client.post(f"/v1/projects/p/models/{model}:predict", data=body,
-                       content_type="application/json")
+    path = f"/v1/models/{model}:predict" if tfserving else f"/v1/projects/p/models/{model}:predict"
+    resp = client.post(path, data=body, content_type="application/json")
     return resp.status_code, resp.data
 
 
-def general(app: Any, model: str, body: bytes) -> tuple[int, bytes]:
+def general(app: Any, model: str, body: bytes, tfserving: bool = False) -> tuple[int, bytes]:
     """The answer with neither fast conversion: the body's lists, instance by instance."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wirearray, "instances_array", lambda data: None)
+        patch.setattr(wirearray, "keyed_array", lambda *args: None)
         patch.setattr(json_batch, "stacked", lambda *args: None)
-        return answer(app, model, body)
+        return answer(app, model, body, tfserving=tfserving)
 
 
 def rows(kind: str) -> list[list[Any]]:
@@ -59,8 +62,11 @@ def rows(kind: str) -> list[list[Any]]:
     values = rng.normal(scale=4.0, size=(ROWS, 3))
     if kind == "floats":
         return values.tolist()
-    if kind == "ints":
-        return np.round(values * 100000).astype(int).tolist()
+    if kind in ("ints", "hugeints"):
+        ints: list[list[Any]] = np.round(values * 100000).astype(int).tolist()
+        if kind == "hugeints":  # an integer row rounded straight, in a body that also has floats
+            ints[0][0], ints[1][0] = 2 ** 53 + 2 ** 29 + 1, 0.5
+        return ints
     mixed: list[list[Any]] = values.tolist()
     for row in mixed[::7]:
         row[1] = round(row[1])  # integers written as such beside floats
@@ -76,7 +82,8 @@ def rows(kind: str) -> list[list[Any]]:
 
 
 @pytest.mark.parametrize("model", ["keras", "tf1", "tf1double", "tf1int"])
-@pytest.mark.parametrize("kind", ["floats", "ints", "mixed", "huge", "bool", "ragged", "text"])
+@pytest.mark.parametrize("kind", ["floats", "ints", "mixed", "huge", "hugeints", "bool", "ragged",
+                                  "text"])
 def test_large_bodies_answer_as_the_general_path(app: Any, model: str, kind: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     body = json.dumps({"instances": rows(kind)}).encode()
@@ -108,3 +115,32 @@ def test_an_integer_input_gets_the_lists(app: Any) -> None:
     status, data = answer(app, "tf1int", body)
     assert (status, data) == general(app, "tf1int", body)
     assert status == 400 and b"JSON Value: 1.5 Type: Number is not of expected type: int64" in data
+
+
+@pytest.mark.parametrize("model", ["keras", "tf1", "tf1double", "tf1int"])
+@pytest.mark.parametrize("kind", ["floats", "ints", "mixed", "huge", "hugeints", "bool", "ragged",
+                                  "text"])
+@pytest.mark.parametrize("key", ["instances", "inputs"])
+def test_tf_serving_large_bodies_answer_as_the_general_path(app: Any, model: str, kind: str,
+                                                            key: str) -> None:
+    body = json.dumps({key: rows(kind)}).encode()
+    expected = general(app, model, body, tfserving=True)
+    assert answer(app, model, body, tfserving=True) == expected
+    if kind in ("floats", "ints", "mixed") and model != "tf1int":
+        assert expected[0] == 200, expected
+    if kind == "ints" and model == "tf1int":
+        assert expected[0] == 200, expected  # the general path for an integer input, same bytes
+
+
+def test_tf_serving_large_bodies_take_the_array(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[Any] = []
+    real = wirearray.keyed_array
+
+    def spy(*args: Any) -> Any:
+        taken.append(real(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(wirearray, "keyed_array", spy)
+    for key in ("instances", "inputs"):
+        status, _ = answer(app, "tf1", json.dumps({key: rows("floats")}).encode(), tfserving=True)
+        assert status == 200 and taken[-1][0] == key and isinstance(taken[-1][1], np.ndarray)
