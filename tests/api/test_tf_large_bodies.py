@@ -57,6 +57,19 @@ def general(app: Any, model: str, body: bytes, tfserving: bool = False) -> tuple
         return answer(app, model, body, tfserving=tfserving)
 
 
+def spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What each call of module.name returns, in order."""
+    taken: list[Any] = []
+    real = getattr(module, name)
+
+    def record(*args: Any) -> Any:
+        taken.append(real(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(module, name, record)
+    return taken
+
+
 def rows(kind: str) -> list[list[Any]]:
     rng = np.random.default_rng(5)
     values = rng.normal(scale=4.0, size=(ROWS, 3))
@@ -88,14 +101,7 @@ def test_large_bodies_answer_as_the_general_path(app: Any, model: str, kind: str
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     body = json.dumps({"instances": rows(kind)}).encode()
     assert len(body) >= wirearray.MIN_BYTES
-    taken: list[Any] = []
-    real = json_batch.stacked
-
-    def spy(*args: Any) -> Any:
-        taken.append(real(*args))
-        return taken[-1]
-
-    monkeypatch.setattr(json_batch, "stacked", spy)
+    taken = spy(monkeypatch, json_batch, "stacked")
     expected = general(app, model, body)
     assert answer(app, model, body) == expected
     assert answer(app, model, body, flask_only=True) == expected
@@ -133,14 +139,7 @@ def test_tf_serving_large_bodies_answer_as_the_general_path(app: Any, model: str
 
 
 def test_tf_serving_large_bodies_take_the_array(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    taken: list[Any] = []
-    real = wirearray.keyed_array
-
-    def spy(*args: Any) -> Any:
-        taken.append(real(*args))
-        return taken[-1]
-
-    monkeypatch.setattr(wirearray, "keyed_array", spy)
+    taken = spy(monkeypatch, wirearray, "keyed_array")
     for key in ("instances", "inputs"):
         status, _ = answer(app, "tf1", json.dumps({key: rows("floats")}).encode(), tfserving=True)
         assert status == 200 and taken[-1][0] == key and isinstance(taken[-1][1], np.ndarray)
