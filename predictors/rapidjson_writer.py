@@ -84,6 +84,10 @@ def write_decimal(value: float, float32: bool) -> str:
     return text
 
 
+#: Arrays of fewer values are written value by value (write_decimals).
+FEW = 32
+
+
 def write_decimals(values: Any, float32: bool) -> list[str]:
     """write_decimal of every value of a float array, in one go: the same texts, 4-5x faster.
 
@@ -91,12 +95,11 @@ def write_decimals(values: Any, float32: bool) -> list[str]:
     f"{v:g}" gives, without a Python call per value), numpy reading the texts back, the ones
     that do not read back as the same value (as float32 when `float32`) formatted again with
     max_digits10 the same way, then `.0` for whole numbers. NaN and Infinity are rare: such
-    arrays are written value by value.
+    arrays are written value by value, as are arrays of fewer than FEW values (the numpy steps cost about
+    as much as 10 values written one by one).
     """
     doubles = np.asarray(values, dtype=np.float64).reshape(-1)
-    if not doubles.size:
-        return []
-    if not np.isfinite(doubles).all():
+    if doubles.size < FEW or not np.isfinite(doubles).all():
         return [write_decimal(v, float32) for v in doubles.tolist()]
     numbers = tuple(doubles.tolist())
     texts = _formatted("%g", numbers)

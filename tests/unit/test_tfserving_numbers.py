@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from predictors import rapidjson_writer
 from predictors.rapidjson_writer import write_decimal, write_decimals
 from protocols import tfserving_json
 
@@ -24,6 +25,14 @@ EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, 1e-4, 9.99999e-5, 1e-5, 999999.0, 999999.5, 
          16777216.0, 16777217.0, 2.0 ** 53, 2.0 ** 53 + 2, 1e21, 1e22, 1e-7, 5e-324, 1e-45, 1.4e-45,
          1.17549435e-38, 3.4028235e38, 1.7976931348623157e308, 2.2250738585072014e-308,
          1234567.125, 0.30000001192092896, math.inf, -math.inf, math.nan]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def bulk_for_any_size() -> Any:
+    """Every array takes the one-go path, however few its values (FEW is a speed choice)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rapidjson_writer, "FEW", 1)
+        yield
 
 
 def per_value(array: np.ndarray, float32: bool) -> list[str]:
@@ -44,6 +53,14 @@ def test_float32_arrays_are_written_as_value_by_value(values: list[float]) -> No
 def test_float64_arrays_are_written_as_value_by_value(values: list[float]) -> None:
     array = np.asarray(values, np.float64)
     assert write_decimals(array, False) == per_value(array, False)
+
+
+def test_few_values_are_written_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rapidjson_writer, "FEW", 32)
+    with np.errstate(over="ignore"):
+        array = np.asarray([*EDGES[:31], 0.5], np.float32)
+    assert write_decimals(array[:31], True) == per_value(array[:31], True)
+    assert write_decimals(array, True) == per_value(array, True)
 
 
 @pytest.mark.parametrize(("dtype", "float32"), [(np.float32, True), (np.float64, False)])
