@@ -33,9 +33,11 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "tf1": tfmodels.tf1_static(root / "tf1"),
             "tf1double": tfmodels.tf1_static(root / "tf1double", "float64"),
             "tf1int": tfmodels.tf1_static(root / "tf1int", "int64")}
-    config = modelkit.bootstrap_file(root / "mlemu.yaml", {
-        name: {"versions": {"v1": {"deploymentUri": str(path), "framework": "TENSORFLOW"}}}
-        for name, path in dirs.items()})
+    models = {name: {"versions": {"v1": {"deploymentUri": str(path), "framework": "TENSORFLOW"}}}
+              for name, path in dirs.items()}
+    modelkit.sklearn_model(root / "sk", "logreg", features=3, seed=0)
+    models["sk"] = {"versions": {"v1": {"deploymentUri": str(root / "sk")}}}
+    config = modelkit.bootstrap_file(root / "mlemu.yaml", models)
     settings = Settings(state_dir=root / "state", config_file=config, max_request_bytes=16 << 20,
                         default_project="p")
     return create_app(settings, warm=False)
@@ -136,6 +138,15 @@ def test_tf_serving_large_bodies_answer_as_the_general_path(app: Any, model: str
         assert expected[0] == 200, expected
     if kind == "ints" and model == "tf1int":
         assert expected[0] == 200, expected  # the general path for an integer input, same bytes
+
+
+@pytest.mark.parametrize("key", ["instances", "inputs"])
+def test_tf_serving_large_bodies_to_other_frameworks_answer_as_before(app: Any, key: str) -> None:
+    """scikit-learn behind TF Serving's API gets the body's lists, as without wirearray."""
+    body = json.dumps({key: rows("mixed")}).encode()
+    expected = general(app, "sk", body, tfserving=True)
+    assert expected[0] == 200, expected
+    assert answer(app, "sk", body, tfserving=True) == expected
 
 
 def test_tf_serving_large_bodies_take_the_array(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
