@@ -70,7 +70,7 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
     check_parameters(predictor, req.parameters)
     instances = req.instances
     if isinstance(instances, NumericInstances):
-        instances = instances.array if predictor.takes_arrays else instances.rows()
+        instances = instances.array if predictor.takes_array(req.parameters) else instances.rows()
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not req.parameters:
         # Concurrent requests to this version share one model call (predictors/batching.py).

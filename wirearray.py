@@ -11,7 +11,8 @@ then takes the general path (wirejson), which also gives the error for a bad bod
 everything but the plain case: a top-level object whose only key is `instances`, holding a
 non-empty list of equally long, non-empty lists of JSON numbers that fit the array's dtype.
 So `null`, `NaN`, booleans, strings, ragged or deeper rows, extra or duplicate keys and
-malformed JSON all take the general path, whose semantics are the reference.
+malformed JSON all take the general path, whose semantics are the reference. TF Serving's
+columnar bodies (`{"inputs": [[number, ...], ...]}`) are read the same way (`keyed_array`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ KEEP_BYTES = 8 << 20
 
 def instances_array(data: bytes) -> np.ndarray | None:
     """The 2-D array of a plain all-number `instances` body, or None (see the module docstring)."""
+    found = keyed_array(data, ("instances",))
+    return None if found is None else found[1]
+
+
+def keyed_array(data: bytes, keys: tuple[str, ...]) -> tuple[str, np.ndarray] | None:
+    """The key and 2-D array of a plain all-number body whose one key is one of `keys`, or None."""
     if len(data) < MIN_BYTES:
         return None
     try:
@@ -48,19 +55,22 @@ def instances_array(data: bytes) -> np.ndarray | None:
     except IndexError:
         parser = simdjson.Parser()
     try:
-        array = _decode(parser, data)
+        found = _decode(parser, data, keys)
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError):
         return None  # the parser may still be referenced by the error's frames: not reused
     if not _spare and len(data) <= KEEP_BYTES:
         _spare.append(parser)
-    return array
+    return found
 
 
-def _decode(parser: simdjson.Parser, data: bytes) -> np.ndarray | None:
+def _decode(parser: simdjson.Parser, data: bytes, keys: tuple[str, ...]) -> tuple[str, np.ndarray] | None:
     doc = parser.parse(data)
     if type(doc) is not simdjson.Object or len(doc) != 1:
         return None  # other keys are predict parameters; duplicate keys: the last one wins
-    rows = doc["instances"]
+    (key,) = doc.keys()
+    if key not in keys:
+        return None
+    rows = doc[key]
     if type(rows) is not simdjson.Array or not len(rows):
         return None
     width = len(rows[0])
@@ -79,7 +89,7 @@ def _decode(parser: simdjson.Parser, data: bytes) -> np.ndarray | None:
         # (An integer past int64 seen first raises ValueError: np.asarray would make uint64,
         # float64 or object depending on the others, so that body is declined.)
         flat = np.frombuffer(rows.as_buffer(of_type="d"), dtype=np.float64)
-    return flat.reshape(len(rows), width)
+    return key, flat.reshape(len(rows), width)
 
 
 def rows(data: bytes, array: np.ndarray) -> list[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 
@@ -54,6 +55,12 @@ class Predictor(abc.ABC):
     #: bodies (wirearray.py) and single V2/grps tensors (protocols/inference.instances_for) then
     #: skip Python lists altogether; custom code always gets lists.
     takes_arrays: ClassVar[bool] = False
+
+    def takes_array(self, parameters: Mapping[str, Any]) -> bool:
+        """Whether predict takes the numeric array (as `takes_arrays` says) for a request with
+        these parameters: a predictor whose input types depend on them (TensorFlow's signatures)
+        decides per request; the others answer `takes_arrays`."""
+        return self.takes_arrays
 
     @classmethod
     @abc.abstractmethod

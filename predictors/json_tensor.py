@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from errors import Code, PredictionFailed
+from predictors import json_batch
 from predictors.rapidjson_writer import debug_string
 
 B64 = "b64"
@@ -215,10 +216,20 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
-def rows_to_columns(instances: list[Any], dtypes: Mapping[str, str],
+def rows_to_columns(instances: list[Any] | np.ndarray, dtypes: Mapping[str, str],
                     bools: bool = True) -> dict[str, np.ndarray]:
-    """The row format: a non-empty `instances` list -> one batched array per input name."""
+    """The row format: a non-empty `instances` list -> one batched array per input name.
+
+    One unnamed float input is converted in one go where that is exact (predictors/json_batch.py);
+    `instances` may then also be a numeric array (wirearray.py), read as its `tolist()`.
+    """
     names = sorted(dtypes)
+    if len(names) == 1:
+        whole = json_batch.stacked(instances, dtypes[names[0]], bools)
+        if whole is not None:
+            return {names[0]: whole}
+    if isinstance(instances, np.ndarray):
+        instances = instances.tolist()
     if not isinstance(instances[0], dict) and len(names) > 1:
         raise PredictionFailed("instances is a plain list, but expecting list of objects as multiple "
                                "input tensors required as per tensorinfo_map")

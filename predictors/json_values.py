@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import orjson
 
 from errors import PredictionFailed
 from predictors.json_tensor import B64, BYTES_SUFFIX
@@ -38,6 +39,12 @@ def json_value(array: np.ndarray, name: str) -> Any:
         return out.reshape(array.shape).tolist()
     if array.dtype.name == "bfloat16":
         array = array.astype(np.float32)
+    if array.dtype == np.float32 and array.ndim and np.isfinite(array).all():
+        # The same values as below, about 15x faster: orjson writes a float32 array in its
+        # shortest round-trip form (Ryu's f2s: the same digits as numpy's repr) and reads the
+        # text back as doubles. (It writes NaN and Infinity as null, so those arrays go below.)
+        return orjson.loads(orjson.dumps(np.ascontiguousarray(array),
+                                         option=orjson.OPT_SERIALIZE_NUMPY))
     if array.dtype in (np.float32, np.float16):
         # The shortest decimal that reads back as the same float32 (numpy's repr), as a double.
         return array.astype(str).astype(np.float64).tolist()

@@ -21,6 +21,8 @@ import struct
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 INDENT = "    "
 _F32 = struct.Struct("f")  # packing rounds a double to the nearest float32, as a C cast does
 #: json_tensor.cc kMaxJsonDebugStringBytes
@@ -80,6 +82,41 @@ def write_decimal(value: float, float32: bool) -> str:
     if "." not in text and "e" not in text:
         text += ".0"
     return text
+
+
+#: Arrays of fewer values are written value by value (write_decimals).
+FEW = 32
+
+
+def write_decimals(values: Any, float32: bool) -> list[str]:
+    """write_decimal of every value of a float array, in one go: the same texts, 4-5x faster.
+
+    The per-value steps run over the whole array: one `%` of a format string of n `%g`s (what
+    f"{v:g}" gives, without a Python call per value), numpy reading the texts back, the ones
+    that do not read back as the same value (as float32 when `float32`) formatted again with
+    max_digits10 the same way, then `.0` for whole numbers. NaN and Infinity are rare: such
+    arrays are written value by value, as are arrays of fewer than FEW values (the numpy steps cost about
+    as much as 10 values written one by one).
+    """
+    doubles = np.asarray(values, dtype=np.float64).reshape(-1)
+    if doubles.size < FEW or not np.isfinite(doubles).all():
+        return [write_decimal(v, float32) for v in doubles.tolist()]
+    numbers = tuple(doubles.tolist())
+    texts = _formatted("%g", numbers)
+    back = np.array(texts, dtype=np.float64)
+    with np.errstate(over="ignore"):  # as _F32.pack would not: %g of a float32 stays in range
+        same = back.astype(np.float32) == doubles.astype(np.float32) if float32 else back == doubles
+    if not same.all():
+        again = np.flatnonzero(~same).tolist()
+        precise = _formatted("%.9g" if float32 else "%.17g", tuple(numbers[i] for i in again))
+        for i, text in zip(again, precise, strict=True):
+            texts[i] = text
+    return [t if "." in t or "e" in t else t + ".0" for t in texts]
+
+
+def _formatted(spec: str, numbers: tuple[float, ...]) -> list[str]:
+    """[spec % v for v in numbers], by one `%` (no value's text holds a comma)."""
+    return ((spec + ",") * len(numbers))[:-1].__mod__(numbers).split(",") if numbers else []
 
 
 class PrettyWriter:

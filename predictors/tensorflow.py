@@ -32,7 +32,7 @@ import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
 from observability import logs
-from predictors import TENSORFLOW, find_model_file, json_tensor, json_values, register
+from predictors import TENSORFLOW, find_model_file, json_batch, json_tensor, json_values, register
 from predictors.base import Predictor, Signature, TensorSpec
 from predictors.tensorflow_examples import ExampleSignatures
 from predictors.tf_gradients import GradientGraphs
@@ -237,7 +237,19 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
             feeds[info.tensor] = array
         return self._run({name: sig.outputs[name].tensor for name in names}, feeds)
 
-    def predict(self, instances: list[Any], **kwargs: Any) -> Any:
+    def takes_array(self, parameters: Mapping[str, Any]) -> bool:
+        """A large all-number body's array is taken for a signature with one float input (the
+        common case): json_tensor.rows_to_columns then converts it in one go, exactly as the
+        body's lists (predictors/json_batch.py). Other inputs get the lists, whose JSON types
+        their checks and messages read (`1` and `1.0` differ for an integer input)."""
+        try:
+            sig = self.select(parameters.get("signature_name"))
+        except PredictionFailed:
+            return False  # the lists path gives the error
+        return len(sig.inputs) == 1 and \
+            next(iter(sig.inputs.values())).dtype_name in json_batch.FLOAT_TYPES
+
+    def predict(self, instances: list[Any] | np.ndarray, **kwargs: Any) -> Any:
         """AI Platform's TensorFlow prediction: instances in, one prediction per instance out."""
         sig = self.select(kwargs.get("signature_name"))
         columns = json_tensor.rows_to_columns(

@@ -26,9 +26,10 @@ import numpy as np
 from flask import Blueprint, Response, current_app, request
 from werkzeug.routing import PathConverter
 
+import wirearray
 import wirejson
 from errors import ApiError, InvalidArgument, PredictionFailed
-from predictors import json_example, json_tensor
+from predictors import json_batch, json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
 from protocols import tfserving_json as writer
@@ -66,10 +67,9 @@ def _number(text: str | None) -> int | None:
     return number
 
 
-def _body() -> tuple[dict[str, Any], bool]:
+def _body(data: bytes) -> tuple[dict[str, Any], bool]:
     """The JSON object body (json_tensor.cc ParseJson, then FillSignature's check), and whether
     it may hold true/false (when not, numbers take numpy's fast conversion)."""
-    data = read_body(_emu().settings.max_request_bytes)
     body = loads_object(data)
     name = body.get("signature_name")
     if name is not None and not isinstance(name, str):
@@ -147,11 +147,16 @@ def dispatch(rest: str = "") -> Response:
     assert post is not None
     model, number, label, verb = post.group(1), _number(post.group(2)), post.group(3), post.group(4)
     versions.admit(emu, caller, project, model, number, label, "ml.models.predict")
-    body, bools = _body()
+    data = read_body(emu.settings.max_request_bytes)
 
     def resolve() -> Any:
         return versions.resolve(emu, caller, project, model, number, label, "ml.models.predict")[1]
 
+    if verb.lower() == "predict":
+        found = wirearray.keyed_array(data, ("instances", "inputs"))
+        if found is not None:  # a large body of plain number rows, parsed straight into an array
+            return _bytes(_predict_array(resolve(), found[1], data, found[0] == "instances"))
+    body, bools = _body(data)  # a body that does not parse fails before the model is looked up
     if verb.lower() == "predict":
         return _bytes(_predict(resolve(), body, bools))
     return _bytes(_classify_regress(resolve, body, verb.lower()))
@@ -204,6 +209,27 @@ def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
         return wirejson.dumps({key: predictions})
     outputs = {"output": array}
     return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
+
+
+def _predict_array(predictor: Any, array: np.ndarray, data: bytes, has_rows: bool) -> bytes:
+    """_predict of `{"instances" (or "inputs"): [[number, ...], ...]}`, decoded by wirearray: a
+    TensorFlow signature with one float input converts the array as json_tensor would convert
+    the lists (rows: predictors/json_batch.py, which declines what it cannot convert exactly;
+    columns: numpy's conversion of the whole value, json_tensor.to_array's own); anything else
+    takes the general path."""
+    if isinstance(predictor, TensorFlowPredictor):
+        sig = _tensorflow_inputs(predictor, None)  # such a body names no signature
+        (name, info), *others = sig.inputs.items()
+        if not others and info.dtype_name in json_batch.FLOAT_TYPES:
+            tensor = json_batch.stacked(array, info.dtype_name, False) if has_rows else \
+                json_tensor.to_array(array, info.dtype_name, False)[0]
+            if tensor is not None:
+                outputs = predictor.predict_tensors({name: tensor}, sig.name)
+                return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
+    if has_rows:
+        return _predict(predictor, {"instances": wirearray.rows(data, array)}, False)
+    body, bools = _body(data)
+    return _predict(predictor, body, bools)
 
 
 def _classify_regress(resolve: Any, body: dict[str, Any], verb: str) -> bytes:

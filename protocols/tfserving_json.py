@@ -29,7 +29,7 @@ import numpy as np
 from errors import InvalidArgument
 from predictors.json_tensor import BYTES_SUFFIX
 from predictors.json_values import batch_size
-from predictors.rapidjson_writer import PrettyWriter, encode, quote, text_of, write_decimal
+from predictors.rapidjson_writer import PrettyWriter, encode, quote, text_of, write_decimal, write_decimals
 
 #: numpy dtype -> the TensorFlow type name AddSingleValueAndAdvance writes (others fail).
 _WRITTEN = {"float32": "float", "float64": "double", "int32": "int", "int16": "int", "int8": "int",
@@ -49,10 +49,9 @@ def _scalars(array: np.ndarray, name: str) -> list[Any]:
             return []
         raise InvalidArgument("Failed to write JSON value for tensor type: "
                               f"{_REFUSED_NAMES.get(dtype.name, dtype.name)}")
-    flat = array.reshape(-1).tolist()
     if kind in ("float", "double"):
-        float32 = kind == "float"
-        return [write_decimal(v, float32) for v in flat]
+        return write_decimals(array, kind == "float")
+    flat = array.reshape(-1).tolist()
     if kind == "bool":
         return ["true" if v else "false" for v in flat]
     if kind == "int":
@@ -111,6 +110,11 @@ def predict_rows(outputs: Mapping[str, np.ndarray]) -> bytes:
         raise InvalidArgument("Cannot convert empty tensor map to JSON")
     size = batch_size(outputs)
     names = sorted(outputs)
+    if len(names) == 1:
+        single = _single_line_rows(_scalars(outputs[names[0]], names[0]), outputs[names[0]].shape)
+        if single is not None:
+            return encode('{\n    "predictions": [' + ", ".join(single) + '\n    ]\n}' if single
+                          else '{\n    "predictions": []\n}')
     writer = PrettyWriter()
     writer.start(array=False)
     writer.key("predictions")
@@ -132,6 +136,18 @@ def predict_rows(outputs: Mapping[str, np.ndarray]) -> bytes:
     writer.end()
     writer.end()
     return encode(writer.text())
+
+
+def _single_line_rows(texts: list[Any], shape: tuple[int, ...]) -> list[str] | None:
+    """What predict_rows' writer gives one output's instances, each on one line (nested arrays
+    `[a, b]`, items joined by ", "), built by joining the texts directly; None where that
+    writer is needed (base64 objects, a dimension of 0 below the batch)."""
+    if (texts and isinstance(texts[0], tuple)) or 0 in shape[1:]:
+        return None
+    items: list[str] = texts
+    for width in reversed(shape[1:]):  # innermost dimension first
+        items = ["[" + ", ".join(items[i:i + width]) + "]" for i in range(0, len(items), width)]
+    return items
 
 
 def predict_columns(outputs: Mapping[str, np.ndarray]) -> bytes:

@@ -170,3 +170,22 @@ def types_model(directory: Path) -> Path:
             builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map=signatures)
         builder.save()
     return directory
+
+
+def tf1_static(directory: Path, dtype: str = "float32", width: int = 3) -> Path:
+    """A v1 builder export with a static-width input, as Estimator-era models were: x [?, width]
+    of `dtype`; serving_default gives, per instance, a float score (a sigmoid of a fixed linear
+    map) and `twice` (2x, in x's dtype)."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.as_dtype(dtype), [None, width], name="x")
+        weights = tf.constant(np.linspace(-1.0, 1.0, width, dtype=np.float32).reshape(width, 1))
+        score = tf.sigmoid(tf.matmul(tf.cast(x, tf.float32), weights))[:, 0]
+        builder = v1.saved_model.Builder(str(directory))
+        with v1.Session(graph=graph) as session:
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
+                "serving_default": v1.saved_model.predict_signature_def(
+                    {"x": x}, {"score": score, "twice": x * tf.constant(2, tf.as_dtype(dtype))})})
+        builder.save()
+    return directory
