@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,7 +109,10 @@ def _leaf(value: Any, dtype_name: str) -> Any:
     if dtype_name in ("DT_FLOAT", "DT_DOUBLE"):
         if not number:
             raise _type_error(value, dtype_name)
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past a double's range reads as `1e400` does: infinite
+            return math.inf if value > 0 else -math.inf
     if dtype_name in _INT_RANGES:
         low, high = _INT_RANGES[dtype_name]
         if not (number and isinstance(value, int) and low <= value < high):

@@ -45,8 +45,10 @@ def _number(token: str) -> Any:
     return value if -(2 ** 63) <= value < 2 ** 64 else float(value)
 
 
-def _big_ints(value: Any) -> Any:
-    """rapidjson stores integers beyond 64 bits as doubles (python-rapidjson keeps them exact)."""
+def _big_ints(value: Any, data: bytes) -> Any:
+    """rapidjson stores integers beyond 64 bits as doubles (python-rapidjson keeps them exact),
+    and refuses one past a double's range (reader.h ParseNumber: kParseErrorNumberTooBig, at the
+    number's first character)."""
     stack = [value] if isinstance(value, (list, dict)) else []
     while stack:
         item = stack.pop()
@@ -54,10 +56,29 @@ def _big_ints(value: Any) -> Any:
         for key, child in list(pairs):
             if isinstance(child, int) and not isinstance(child, bool) and \
                     not -(2 ** 63) <= child < 2 ** 64:
-                item[key] = float(child)
+                try:
+                    item[key] = float(child)
+                except OverflowError:
+                    raise InvalidArgument(
+                        "JSON Parse error: Number too big to be stored in double. at offset: "
+                        f"{_first_too_big(data)}") from None
             elif isinstance(child, (list, dict)):
                 stack.append(child)
     return value
+
+
+#: An integer literal too long for any double (DBL_MAX has 309 digits); the first in the text is
+#: the one rapidjson stops at.
+_TOO_BIG = re.compile(rb"-?[1-9][0-9]{308,}")
+
+
+def _first_too_big(data: bytes) -> int:
+    for match in _TOO_BIG.finditer(data):
+        try:
+            float(int(match.group()))
+        except OverflowError:
+            return match.start()
+    return 0
 
 
 class _Object:
@@ -128,7 +149,7 @@ def loads(data: bytes) -> Any:
     import rapidjson
 
     try:
-        return _big_ints(rapidjson.loads(data, number_mode=rapidjson.NM_NAN))
+        return _big_ints(rapidjson.loads(data, number_mode=rapidjson.NM_NAN), data)
     except (rapidjson.JSONDecodeError, RecursionError) as exc:
         match = _ERROR.match(str(exc))
         offset, message = (int(match.group(1)), match.group(2)) if match else (0, str(exc))
