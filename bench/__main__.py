@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--servers", help=f"comma-separated; default: {DEFAULT} (quick: {QUICK})")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated, of {', '.join(PHASES)}")
+    parser.add_argument("--models", help="comma-separated models for the load and big phases "
+                        f"(default: all of {', '.join(models.MODELS)})")
     parser.add_argument("--rounds", type=int, help="load rounds (overrides the plan's)")
     parser.add_argument("--seconds", type=float, help="seconds per measured wrk run (overrides)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
@@ -64,6 +66,8 @@ def main() -> None:
     if args.seconds:
         plan = dataclasses.replace(plan, seconds=args.seconds)
     bench = Bench(plan, args.out, names)
+    if args.models:
+        bench.models = tuple(m for m in models.MODELS if m in args.models.split(","))
     results: dict[str, Any] = {"quick": args.quick, "smoke": args.smoke,
                                "plan": dataclasses.asdict(plan), "phases": phases,
                                "environment": report.environment(names), "servers": {},

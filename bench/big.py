@@ -14,7 +14,7 @@ from bench.harness import BIG, Bench
 
 
 def big_requests(bench: Bench, results: dict[str, Any]) -> None:
-    for model in models.MODELS:
+    for model in bench.models:
         if model not in bench.dirs:
             continue
         running = []

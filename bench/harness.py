@@ -40,6 +40,7 @@ class Bench:
         self.plan = plan
         self.out = out
         self.names = names
+        self.models: tuple[str, ...] = tuple(models.MODELS)  # the load and big phases' models
         with_tf = any(models.TF_MODELS[0] in SERVERS[n].models for n in names)
         self.dirs = models.build(out / "models", with_tf=with_tf)
         self.rows = models.instances(64, seed=1)

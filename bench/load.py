@@ -14,7 +14,7 @@ import statistics
 import traceback
 from typing import Any
 
-from bench import measure, models
+from bench import measure
 from bench.harness import CONCURRENCY, Bench, median_run
 
 
@@ -22,7 +22,7 @@ def load_rounds(bench: Bench, results: dict[str, Any]) -> None:
     runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     turn = 0
     for r in range(bench.plan.rounds):
-        for model in models.MODELS:
+        for model in bench.models:
             names = [n for n in bench.names if "failed" not in results["servers"][n]
                      and model in (bench.server(n).measured or bench.server(n).models)]
             turn += 1
