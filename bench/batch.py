@@ -9,6 +9,9 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   1 worker in memory, 2 in multi-processing mode), from start to the end of the last shard,
   process start-up included. The peak resident memory of the pipeline's process tree is
   sampled every 0.2 s (bounded memory: no worker holds the whole input).
+- cpu_s: CPU time (user + sys) of each run: the floor's own, a job's whole process tree (every
+  Beam worker is a waited-for descendant, so RUSAGE_CHILDREN counts it). On a shared machine
+  wall time says what the load left; CPU time says what the work costs.
 Targets: 1 worker >= 0.7x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
 alternates round by round, so drifting load on a shared machine hits each alike.
 """
@@ -16,10 +19,13 @@ alternates round by round, so drifting load on a shared machine hits each alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import resource
 import shutil
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,11 +47,11 @@ def write_instances(path: Path, n: int) -> None:
             f.write("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def floor(model_dir: Path, inputs: Path, out: Path) -> float:
+def floor(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
     """Instances per second of one process doing the job's work in a plain loop."""
     import predictors
 
-    started = time.perf_counter()  # loading the model is part of the work, as in a job
+    started, cpu = time.perf_counter(), time.process_time()  # the model load is work, as in a job
     predictor, _ = predictors.load(str(model_dir))
     count = 0
     with open(inputs) as src, open(out, "w") as dst:
@@ -59,24 +65,39 @@ def floor(model_dir: Path, inputs: Path, out: Path) -> float:
         if batch:
             dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
             count += len(batch)
-    return count / (time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return {"rate": count / seconds, "seconds": seconds, "cpu_s": time.process_time() - cpu}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict[str, float]:
     shutil.rmtree(work, ignore_errors=True)
     spec = JobSpec(input_paths=[str(inputs)], data_format="JSON", output_path=str(work / "out"),
                    model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     run = Run(spec, work)
-    peak = 0.0
-    while not run.poll():
-        peak = max(peak, measure.memory(run.proc.pid)["rss_mib"])
-        time.sleep(0.2)
+    peak = [0.0]
+
+    def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
+        while run.proc.returncode is None:
+            with contextlib.suppress(Exception):
+                peak[0] = max(peak[0], measure.memory(run.proc.pid)["rss_mib"])
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    run.proc.wait()
     seconds = time.perf_counter() - started
+    sampler.join()
     outcome = run.result()
     if outcome.get("predictions") != n:
         raise RuntimeError(f"{workers} worker(s): {outcome}")
-    return {"rate": n / seconds, "seconds": seconds, "peak_rss_mib": peak}
+    return {"rate": n / seconds, "seconds": seconds, "cpu_s": _children_cpu() - cpu,
+            "peak_rss_mib": peak[0]}
 
 
 def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[str, Any]:
@@ -89,14 +110,16 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
         order = ["floor", "w1", "w2"]
         for name in order[i % 3:] + order[:i % 3]:
             if name == "floor":
-                runs[name].append({"rate": floor(dirs[model], inputs, root / "floor-out.json")})
+                runs[name].append(floor(dirs[model], inputs, root / "floor-out.json"))
             else:
                 runs[name].append(job(dirs[model], inputs, root / f"job-{name}", int(name[1]), n))
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
     return {"instances": n, "model": model, "batch_size": BATCH_SIZE, "rounds": rounds,
             "floor_rate": rate["floor"], "w1_rate": rate["w1"], "w2_rate": rate["w2"],
             "w1_vs_floor": rate["w1"] / rate["floor"], "w2_vs_w1": rate["w2"] / rate["w1"],
+            "cpu_s": cpu,
             "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
             "runs": runs}
 
