@@ -46,6 +46,16 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """End without the interpreter's teardown: with Beam, scikit-learn or TensorFlow loaded,
+    unloading their modules takes 0.1-0.3 s more of every job, and nothing is left to do once
+    the result file is in place (Beam has already stopped its workers)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _reason(exc: BaseException) -> str:
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     # Beam wraps worker failures in long chained texts; the last line names the cause.
@@ -54,4 +64,4 @@ def _reason(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    _exit_now(main(sys.argv))

@@ -1,11 +1,16 @@
 """The batch prediction pipeline, on Apache Beam (imported only here, in the pipeline's process).
 
-  input ranges (batch/sources.py: the inputPaths' files, text files split by bytes)
-  -> Reshuffle (spreads the ranges over the workers)
+  input ranges (batch/sources.py: the inputPaths' files, text files split by bytes; Create's
+                own Reshuffle spreads them over the workers)
   -> ReadBatchesDoFn (a range's records, `batchSize` at a time: JSON/TEXT lines, TFRecords)
   -> PredictDoFn (the model loads once per worker, in setup; one element of lines per batch)
   -> results: WriteToText(outputPath/prediction.results, shards -SSSSS-of-NNNNN)
+              (outputDataFormat CSV: rows in -SSSSS-of-NNNNN.csv shards, and each worker's
+              column keys -> Sample one -> WriteToText(prediction.results_header.csv))
   -> errors:  Count.PerElement(message) -> WriteToText(outputPath/prediction.errors_stats)
+
+Every stage of a job's records is fused: a worker reads its ranges, predicts and writes its own
+shard; only ranges, shard names, error messages and counts pass through the runner.
 
 The graph follows the real service's (kubeflow/batch-predict, kubeflow_batch_predict/dataflow/
 batch_prediction_pipeline.py: every pattern read, batches of batchSize records, results as JSON
@@ -17,9 +22,11 @@ the whole batch of `batchSize` instances to one bad line).
 
 from __future__ import annotations
 
+import atexit
 import os
 import posixpath
 import shlex
+import sys
 import tempfile
 from typing import Any
 
@@ -27,10 +34,11 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from batch import records, sources
-from batch.spec import ERRORS_BASENAME, RESULTS_BASENAME, JobSpec
+from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
 NAMESPACE = "mlemu_batch_predict"
 ERRORS = "errors"
+KEYS = "keys"
 
 
 def load_predictor(spec: JobSpec) -> Any:
@@ -79,12 +87,15 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         self.failed = beam.metrics.Metrics.counter(NAMESPACE, "errors")
 
     def setup(self) -> None:
+        if self.spec.runner == "DirectRunner" and self.spec.workers > 1:
+            atexit.register(_end_worker_now)  # this process is one of the runner's workers
         if self.spec.storage_emulator_host:
             _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
         self.predictor = load_predictor(self.spec)
         self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
         self.kwargs = {"signature_name": self.spec.signature_name} \
             if self.spec.signature_name else {}
+        self.csv_keys: list[str] | None = None  # outputDataFormat CSV: fixed by the first row
         # One short O_APPEND write per batch: atomic between worker processes.
         self.progress = os.open(self.spec.progress_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                                 0o644) if self.spec.progress_path else None
@@ -112,10 +123,20 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         self.failed.inc(len(bad))
         if self.progress is not None:
             os.write(self.progress, f"{len(rows)} {len(bad)}\n".encode())
-        if rows:  # WriteToText ends it with a newline: one line per prediction
+        if rows and self.spec.output_format == "CSV":
+            yield from self._csv(rows)
+        elif rows:  # WriteToText ends it with a newline: one line per prediction
             yield "\n".join(records.result_line(row) for row in rows)
         for message in bad:
             yield beam.pvalue.TaggedOutput(ERRORS, message)
+
+    def _csv(self, rows: list[Any]) -> Any:
+        if self.csv_keys is None:
+            self.csv_keys = records.csv_keys(rows[0])
+            yield beam.pvalue.TaggedOutput(KEYS, self.csv_keys)
+        for row in rows:
+            records.csv_keys(row)  # each one an object
+        yield "".join(records.csv_row(row, self.csv_keys) for row in rows)
 
     def teardown(self) -> None:
         progress = getattr(self, "progress", None)
@@ -124,6 +145,19 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         predictor = getattr(self, "predictor", None)
         if predictor is not None:
             predictor.close()
+
+
+def _end_worker_now() -> None:
+    """At the exit of a DirectRunner multi-processing worker (a Beam SDK harness process this
+    job's pipeline started): skip the interpreter's teardown. The runner stops its workers one
+    after the other and waits for each to end (WorkerHandlerManager.close_all ->
+    SubprocessSdkWorker), and unloading Beam, scikit-learn or TensorFlow takes each 0.2-0.3 s, so
+    that alone added ~0.5 s to every 2-worker job. At atexit time the harness has finished its
+    work and flushed its logs to the runner, and Python has joined the non-daemon threads; the
+    exit status stays what it would have been (1 after an uncaught exception)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if getattr(sys, "last_value", None) is not None else 0)
 
 
 def _message(exc: Exception) -> str:
@@ -165,21 +199,53 @@ def options(spec: JobSpec) -> PipelineOptions:
 
 def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
     ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers)
-    outputs = (pipeline | "Input ranges" >> beam.Create(ranges)
-               | "Spread" >> beam.Reshuffle()  # ranges (not records) over the workers
+    # Create reshuffles more than one element (its MaybeReshuffle): that spreads the ranges (not
+    # records) over the workers; a Reshuffle of our own would only add a stage.
+    outputs = (pipeline | "Input ranges" >> beam.Create(ranges, reshuffle=True)
                | "Read" >> beam.ParDo(ReadBatchesDoFn(spec))
-               | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(ERRORS, main="results"))
+               | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(
+                   ERRORS, KEYS, main="results"))
     out = _local(spec.output_path)
     join = posixpath.join if "://" in out else os.path.join
-    _ = outputs.results | "Write results" >> beam.io.WriteToText(join(out, RESULTS_BASENAME))
+    results = join(out, RESULTS_BASENAME)
+    if spec.output_format == "CSV":
+        _ = outputs.results | "Write results" >> beam.io.WriteToText(
+            results, file_name_suffix=CSV_SUFFIX, append_trailing_newlines=False)
+        _ = (outputs[KEYS] | "Sample keys" >> beam.combiners.Sample.FixedSizeGlobally(1)
+             | "Keys to CSV" >> beam.Map(lambda sample: records.csv_row(sample[0] if sample else []))
+             | "Write keys" >> beam.io.WriteToText(results, file_name_suffix=HEADER_SUFFIX,
+                                                   shard_name_template=""))
+    else:
+        _ = outputs.results | "Write results" >> beam.io.WriteToText(results)
     _ = (outputs[ERRORS] | "Count errors" >> beam.combiners.Count.PerElement()
          | "Format errors" >> beam.MapTuple(records.errors_line)
          | "Write errors" >> beam.io.WriteToText(join(out, ERRORS_BASENAME)))
 
 
+def runner(spec: JobSpec, opts: PipelineOptions) -> Any:
+    """The runner to use. For DirectRunner: the engine the DirectRunner itself runs a batch
+    pipeline on, the FnApiRunner, which honours direct_running_mode and direct_num_workers.
+    Beam 2.77's DirectRunner (SwitchingDirectRunner in apache_beam/runners/direct/
+    direct_runner.py) first tries the PrismRunner: it downloads the Prism binary from GitHub and
+    runs the Python code in the pipeline's own process (a LOOPBACK environment, worker threads),
+    ignoring the worker count; without network it falls back to the FnApiRunner after the
+    failed download. The options the workers receive are the DirectRunner's (the same
+    ExtendedProvisionInfo it builds)."""
+    if spec.runner != "DirectRunner":
+        return spec.runner
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(opts.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+
 def run(spec: JobSpec) -> dict[str, int]:
     """Run the pipeline to the end; the counts of predictions and errors."""
-    pipeline = beam.Pipeline(options=options(spec))
+    opts = options(spec)
+    pipeline = beam.Pipeline(runner=runner(spec, opts), options=opts)
     build(pipeline, spec)
     result = pipeline.run()
     result.wait_until_finish()

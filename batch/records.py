@@ -16,11 +16,21 @@ batch_prediction.py, PredictionDoFn.process, and prediction/tensorflow_lib.py):
 - Failures go to `prediction.errors_stats-*` as `(error message, count)` pairs: the pipeline
   counts errors per message (beam.combiners.Count.PerKey) and WriteToText writes each pair's
   Python text form.
+- outputDataFormat CSV ("Values are comma-separated rows, with keys in a separate file", the
+  discovery document; the layout is batch_prediction_pipeline.py's `keys_to_csv`/
+  `values_to_csv`): each prediction object is one `csv.DictWriter` row (lines end `\r\n`, as
+  the csv module writes them; no newline added) in `prediction.results-SSSSS-of-NNNNN.csv`, and
+  the keys of one sampled prediction are one `csv.writer` row in `prediction.results_header.csv`
+  (WriteToText adds its newline after the row's `\r\n`). mlemu writes the keys sorted (the
+  service took a Python 2 dict's order). A prediction that is not an object has no keys: the
+  service's pipeline failed on it, and so does the job here, saying why.
 """
 
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -89,3 +99,25 @@ def result_line(prediction: Any) -> str:
 def errors_line(message: str, count: int) -> str:
     """A `prediction.errors_stats` line: the text of the (message, count) pair Beam wrote."""
     return str((message, count))
+
+
+def csv_keys(prediction: Any) -> list[str]:
+    """The CSV columns of a prediction object (sorted); ValueError for any other prediction."""
+    if not isinstance(prediction, dict):
+        raise ValueError("outputDataFormat CSV writes each prediction's keys in a header file and "
+                         "its values in rows, so every prediction must be an object of named "
+                         f"outputs; this model returned {type(prediction).__name__} predictions. "
+                         "Use outputDataFormat JSON.")
+    return sorted(prediction)
+
+
+def csv_row(values: Any, keys: list[str] | None = None) -> str:
+    """One CSV row ending in \\r\\n: the prediction object's values in `keys` order (a key it
+    lacks is empty; one not in `keys` is a ValueError, as csv.DictWriter has it), or with `keys`
+    None, `values` itself (the header's keys)."""
+    out = io.StringIO()
+    if keys is None:
+        csv.writer(out).writerow(values)
+    else:
+        csv.DictWriter(out, keys).writerow(values)
+    return out.getvalue()

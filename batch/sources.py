@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-#: Text files are split into ranges of about this size (more ranges than workers, so they
-#: share the work evenly; few enough that a range is worth a Beam element).
+#: Text files are split into equal ranges of at most this size (few enough that a range is
+#: worth a Beam element; small enough that a cancel or a retry loses little).
 RANGE_BYTES = 8 * 1024 * 1024
 MIN_RANGE_BYTES = 256 * 1024
 TEXT_FORMATS = ("JSON", "TEXT")
@@ -44,10 +44,20 @@ def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
             if whole or meta.size_in_bytes <= MIN_RANGE_BYTES:
                 ranges.append((meta.path, 0, -1))
                 continue
-            step = max(MIN_RANGE_BYTES, min(RANGE_BYTES, meta.size_in_bytes // (4 * workers)))
-            ranges += [(meta.path, start, min(start + step, meta.size_in_bytes))
-                       for start in range(0, meta.size_in_bytes, step)]
+            ranges += split(meta.path, meta.size_in_bytes, workers)
     return ranges
+
+
+def split(path: str, size: int, workers: int) -> list[Range]:
+    """A text file in equal ranges of at most RANGE_BYTES, as many as a multiple of `workers`.
+    The DirectRunner's FnApiRunner hands a stage's input to its workers once, element i to
+    worker i % workers (ParallelBundleManager: no work stealing), so equal ranges in a multiple
+    of the workers give each the same share of every file; a short last range left one worker
+    up to a range's work (~0.2 s at 8 MiB) behind the other."""
+    count = workers * -(-size // (workers * RANGE_BYTES))
+    count = max(1, min(count, size // MIN_RANGE_BYTES))
+    step = -(-size // count)
+    return [(path, start, min(start + step, size)) for start in range(0, size, step)]
 
 
 def text_records(path: str, start: int, end: int) -> Iterator[bytes]:

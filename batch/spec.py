@@ -14,6 +14,10 @@ from typing import Any
 
 RESULTS_BASENAME = "prediction.results"
 ERRORS_BASENAME = "prediction.errors_stats"
+#: outputDataFormat CSV: the rows' shards end with CSV_SUFFIX, their keys go to the one file
+#: RESULTS_BASENAME + HEADER_SUFFIX (batch/records.py says whose layout this is).
+CSV_SUFFIX = ".csv"
+HEADER_SUFFIX = "_header.csv"
 
 
 @dataclasses.dataclass
@@ -26,6 +30,7 @@ class JobSpec:
     prediction_class: str = ""
     package_uris: list[str] = dataclasses.field(default_factory=list)
     signature_name: str = ""
+    output_format: str = "JSON"  # JSON, or CSV (rows in shards, keys in a header file)
     batch_size: int = 64
     workers: int = 1
     #: Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...) and extra options.

@@ -9,6 +9,13 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   1 worker in memory, 2 in multi-processing mode), from start to the end of the last shard,
   process start-up included. The peak resident memory of the pipeline's process tree is
   sampled every 0.2 s (bounded memory: no worker holds the whole input).
+- cpu_s: CPU time (user + sys) of each run: the floor's own, a job's whole process tree (every
+  Beam worker is a waited-for descendant, so RUSAGE_CHILDREN counts it). On a shared machine
+  wall time says what the load left; CPU time says what the work costs.
+- path_s: a job's CPU critical path, what its wall time would be with a free core per process:
+  one worker runs in the pipeline's process (path = cpu_s); with two, the pipeline process's CPU
+  until the first worker appears plus the busiest worker's CPU (sampled from /proc every 0.05 s;
+  the pipeline process idles while its workers run). `w2_vs_w1_path` is the speed-up it implies.
 Targets: 1 worker >= 0.7x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
 alternates round by round, so drifting load on a shared machine hits each alike.
 """
@@ -16,10 +23,14 @@ alternates round by round, so drifting load on a shared machine hits each alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import resource
 import shutil
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,11 +52,11 @@ def write_instances(path: Path, n: int) -> None:
             f.write("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def floor(model_dir: Path, inputs: Path, out: Path) -> float:
+def floor(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
     """Instances per second of one process doing the job's work in a plain loop."""
     import predictors
 
-    started = time.perf_counter()  # loading the model is part of the work, as in a job
+    started, cpu = time.perf_counter(), time.process_time()  # the model load is work, as in a job
     predictor, _ = predictors.load(str(model_dir))
     count = 0
     with open(inputs) as src, open(out, "w") as dst:
@@ -59,24 +70,57 @@ def floor(model_dir: Path, inputs: Path, out: Path) -> float:
         if batch:
             dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
             count += len(batch)
-    return count / (time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return {"rate": count / seconds, "seconds": seconds, "cpu_s": time.process_time() - cpu}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict[str, float]:
     shutil.rmtree(work, ignore_errors=True)
     spec = JobSpec(input_paths=[str(inputs)], data_format="JSON", output_path=str(work / "out"),
                    model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     run = Run(spec, work)
-    peak = 0.0
-    while not run.poll():
-        peak = max(peak, measure.memory(run.proc.pid)["rss_mib"])
-        time.sleep(0.2)
+    peak = [0.0]
+    workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
+    before_workers = [0.0]  # the pipeline process's CPU when its first worker appeared
+
+    def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
+        tick = 0
+        while run.proc.returncode is None:
+            with contextlib.suppress(Exception):
+                if tick % 4 == 0:
+                    peak[0] = max(peak[0], measure.memory(run.proc.pid)["rss_mib"])
+                root = _process_cpu(run.proc.pid)
+                for pid in measure.tree(run.proc.pid)[1:]:
+                    if b"sdk_worker_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        workers[pid] = _process_cpu(pid)
+                if not workers:
+                    before_workers[0] = root
+            tick += 1
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    run.proc.wait()
     seconds = time.perf_counter() - started
+    sampler.join()
     outcome = run.result()
     if outcome.get("predictions") != n:
         raise RuntimeError(f"{workers} worker(s): {outcome}")
-    return {"rate": n / seconds, "seconds": seconds, "peak_rss_mib": peak}
+    cpu_s = _children_cpu() - cpu
+    path = before_workers[0] + max(workers.values()) if workers else cpu_s
+    return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
+            "peak_rss_mib": peak[0]}
+
+
+def _process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[str, Any]:
@@ -89,14 +133,18 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
         order = ["floor", "w1", "w2"]
         for name in order[i % 3:] + order[:i % 3]:
             if name == "floor":
-                runs[name].append({"rate": floor(dirs[model], inputs, root / "floor-out.json")})
+                runs[name].append(floor(dirs[model], inputs, root / "floor-out.json"))
             else:
                 runs[name].append(job(dirs[model], inputs, root / f"job-{name}", int(name[1]), n))
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
+    path = {k: statistics.median(r["path_s"] for r in runs[k]) for k in ("w1", "w2")}
     return {"instances": n, "model": model, "batch_size": BATCH_SIZE, "rounds": rounds,
             "floor_rate": rate["floor"], "w1_rate": rate["w1"], "w2_rate": rate["w2"],
             "w1_vs_floor": rate["w1"] / rate["floor"], "w2_vs_w1": rate["w2"] / rate["w1"],
+            "cpu_s": cpu, "path_s": path, "w1_path_rate": n / path["w1"],
+            "w2_path_rate": n / path["w2"], "w2_vs_w1_path": path["w1"] / path["w2"],
             "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
             "runs": runs}
 

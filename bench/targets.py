@@ -108,6 +108,8 @@ def checks(results: dict[str, Any]) -> list[Check]:
           batch.get("floor_rate"), ">=", 0.7)
     check("batch job, 2 workers, instances/s vs 1 worker", batch.get("w2_rate"),
           batch.get("w1_rate"), ">=", 1.6)
+    check("batch job, 2 workers vs 1 worker on the CPU critical path (a free core each)",
+          batch.get("w2_path_rate"), batch.get("w1_path_rate"), ">=", 1.6)
     return out
 
 

@@ -124,6 +124,7 @@ def build_spec(emu: Emulator, job: jobs.Job) -> JobSpec:
         model_dir=model_dir if local else uri, framework=framework,
         prediction_class=prediction_class, package_uris=packages,
         signature_name=given.get("signatureName") or "",
+        output_format="CSV" if given.get("outputDataFormat") == "CSV" else "JSON",
         batch_size=int(given.get("batchSize") or 64), workers=workers,
         runner=settings.beam_runner, runner_options=options,
         storage_emulator_host=settings.storage_emulator_host or "")

@@ -7,7 +7,8 @@ Rules from the ml v1 reference (discovery document) and the batch prediction gui
   from TensorFlow models": other frameworks are refused unless MLEMU_BATCH_ANY_FRAMEWORK is on.
 - `dataFormat` JSON or TEXT (deprecated spelling of JSON: one instance per line), TF_RECORD or
   TF_RECORD_GZIP ("Currently available only for input data"); CSV is "available only for
-  output data". `outputDataFormat` defaults to JSON; `batchSize` to 64, `maxWorkerCount` to 10.
+  output data" (`outputDataFormat` CSV: batch/records.py has its layout). `outputDataFormat`
+  defaults to JSON; `batchSize` to 64, `maxWorkerCount` to 10.
 - Job ids are unique per project (409 on a duplicate); `patch` updates `labels` only ("Currently
   the only supported fields to update are `labels`"), with the job's etag.
 - Training jobs (`trainingInput`) are not emulated: 501 UNIMPLEMENTED says so.
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 JOB_SCHEMA = "GoogleCloudMlV1__Job"
 INPUT_SCHEMA = "GoogleCloudMlV1__PredictionInput"
 INPUT_FORMATS = ("JSON", "TEXT", "TF_RECORD", "TF_RECORD_GZIP")
-OUTPUT_FORMATS = ("JSON", "TEXT")
+OUTPUT_FORMATS = ("JSON", "TEXT", "CSV")
 DEFAULT_MAX_WORKERS = 10
 JOB_MASKS = {"labels": "labels"}
 FILTER_FIELDS = ("jobId", "state", "labels", "createTime", "startTime", "endTime", "errorMessage",
@@ -64,9 +65,11 @@ def _check_input(spec: Any) -> dict[str, Any]:
                           f"dataFormat is required: one of {', '.join(INPUT_FORMATS)}.")
     output_format = str(spec.get("outputDataFormat") or "JSON")
     if output_format not in (*OUTPUT_FORMATS, "DATA_FORMAT_UNSPECIFIED"):
+        why = "is available only for input data" if output_format in INPUT_FORMATS else \
+            "is not a data format"
         raise field_error(InvalidArgument, f"{where}.output_data_format",
-                          f"outputDataFormat {output_format} is not supported by mlemu; use JSON "
-                          "(TF_RECORD formats are for input data only).")
+                          f"outputDataFormat {output_format} {why}; use one of "
+                          f"{', '.join(OUTPUT_FORMATS)}.")
     paths = spec.get("inputPaths")
     if not paths or not all(isinstance(p, str) and p for p in paths):
         raise field_error(InvalidArgument, f"{where}.input_paths",

@@ -105,6 +105,33 @@ def test_tfrecord_jobs_match_online_predict(setup: dict[str, Any]) -> None:
         assert batchkit.shard_lines(texts, "prediction.errors_stats") == []
 
 
+def test_csv_output_rows_and_header_file(setup: dict[str, Any]) -> None:
+    """outputDataFormat CSV as the service's pipeline wrote it (batch/records.py): the keys in
+    prediction.results_header.csv, one `\\r\\n`-ended row per prediction in .csv shards, each
+    row compared with online :predict; a bad line still goes to the error stats."""
+    ml, base = setup["ml"], setup["base"]
+    (base / "csv-in.json").write_text("".join(json.dumps(r) + "\n" for r in ROWS) + "oops\n")
+    body = batchkit.prediction_job("csv_job", [str(base / "csv-in.json")], str(base / "csv-out"),
+                                   modelName=f"{P}/models/tf", outputDataFormat="CSV",
+                                   batchSize=4, maxWorkerCount=1)
+    ml.projects().jobs().create(parent=P, body=body).execute()
+    job = batchkit.wait_job(ml, f"{P}/jobs/csv_job")
+    assert job["state"] == "SUCCEEDED", job
+    assert (job["predictionOutput"]["predictionCount"], job["predictionOutput"]["errorCount"]) == (
+        str(len(ROWS)), "1")
+    raw = {p.name: p.read_bytes() for p in (base / "csv-out").iterdir()}
+    assert raw.pop("prediction.results_header.csv") == b"output_0\r\n\n"
+    shards = sorted(n for n in raw if n.startswith("prediction.results-"))
+    assert shards == [f"prediction.results-{i:05d}-of-{len(shards):05d}.csv"
+                      for i in range(len(shards))]
+    rows = b"".join(raw[n] for n in shards).decode()
+    assert rows.endswith("\r\n") and "\n\n" not in rows
+    cells = [row.removeprefix('"').removesuffix('"') for row in rows.split("\r\n")[:-1]]
+    _same_predictions([{"output_0": json.loads(c)} for c in cells], setup["online"], ROWS)
+    errors = batchkit.error_stats({n: v.decode() for n, v in raw.items()})
+    assert list(errors.values()) == [1]
+
+
 def test_gs_inputs_model_and_outputs(setup: dict[str, Any]) -> None:
     ml, base, gcs = setup["ml"], setup["base"], setup["gcs"]
     client = gcs.client()
@@ -154,6 +181,10 @@ def test_job_rules(setup: dict[str, Any]) -> None:
         ({**ok, "jobId": "1bad"}, 400, "Field: job.job_id Error: Job id must start with a letter"),
         ({**ok, "jobId": "c", "predictionInput": {**ok["predictionInput"], "dataFormat": "CSV"}},
          400, "Field: job.prediction_input.data_format Error: CSV is available only for output"),
+        ({**ok, "jobId": "c", "predictionInput": {**ok["predictionInput"],
+                                                  "outputDataFormat": "TF_RECORD"}}, 400,
+         "Field: job.prediction_input.output_data_format Error: outputDataFormat TF_RECORD is "
+         "available only for input data; use one of JSON, TEXT, CSV."),
         ({**ok, "jobId": "c", "predictionInput": {**ok["predictionInput"], "uri": "/x"}}, 400,
          "Field: job.prediction_input.model_version Error: Specify exactly one of"),
         ({**ok, "jobId": "c", "predictionInput": {**ok["predictionInput"],
