@@ -72,10 +72,7 @@ class GrpcServer:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
-        # As many calls in flight per process as a gunicorn worker has threads (8 on 2 CPUs):
-        # batching merges only calls that are in flight together, and SO_REUSEPORT spreads
-        # connections by a hash, not evenly, so one process may hold most of them (bench c=8).
-        self.pool = futures.ThreadPoolExecutor(max_workers=max(4, settings.worker_layout()[1]),
+        self.pool = futures.ThreadPoolExecutor(max_workers=settings.grpc_threads(),
                                                thread_name_prefix="grpc")
         try:
             self.server, self.port = self._run(self._build(emu, port, reuse_port))

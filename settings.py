@@ -292,6 +292,16 @@ class Settings:
         the port through SO_REUSEPORT, use as many cores as gunicorn does for HTTP."""
         return self.grpc_workers or self.worker_layout(cpus)[0]
 
+    def grpc_threads(self) -> int:
+        """Threads running one gRPC process's calls (grpc_server.py): MLEMU_THREADS when set (at
+        least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
+        event loop before a thread gets the call, so threads are for model compute only, and
+        fewer of them leave more of the GIL to the loop: at c=8 over 2 processes, 4 threads each
+        served ~10% more V2 ModelInfer calls than 8 with the same p99 (and as many with one
+        process, or a RandomForest at c=64; issue 21, notes/h24.md). Batching merges the calls
+        in flight together, up to this many per process."""
+        return max(MIN_AUTO_THREADS, self.threads or 0)
+
 
 #: worker_layout's bounds when MLEMU_WORKERS / MLEMU_THREADS are unset.
 MAX_AUTO_WORKERS = 8
