@@ -297,8 +297,8 @@ class Settings:
         least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
         event loop before a thread gets the call, so threads are for model compute only, and
         fewer of them leave more of the GIL to the loop: at c=8 over 2 processes, 4 threads each
-        served ~10% more V2 ModelInfer calls than 8 with the same p99 (and as many with one
-        process, or a RandomForest at c=64; issue 21, notes/h24.md). Batching merges the calls
+        served 10-20% more V2 ModelInfer calls than 8, with a p99 no worse (one process, or a
+        RandomForest at c=64: as many calls; issue 21, h24's note). Batching merges the calls
         in flight together, up to this many per process."""
         return max(MIN_AUTO_THREADS, self.threads or 0)
 
