@@ -200,7 +200,11 @@ def serve(**flags: Any) -> None:
     if settings.grpc_port:
         import supervisor
 
-        sys.exit(supervisor.run([argv, [sys.executable, str(ROOT / "grpc_server.py")]], env, ROOT))
+        try:  # several gRPC processes share the port: it must be free of anybody else's
+            grpc = supervisor.grpc_commands(settings, ROOT / "grpc_server.py")
+        except supervisor.PortInUse as exc:
+            raise click.ClickException(str(exc)) from None
+        sys.exit(supervisor.run([argv, *grpc], env, ROOT))
     os.execve(sys.executable, argv, env)
 
 

@@ -5,6 +5,12 @@ v2_grpc.py, protocols/grps_grpc.py). `python app.py serve` starts this as its ow
 gunicorn when MLEMU_GRPC_PORT is not 0 (it never forks a process that has loaded a framework);
 `python grpc_server.py` runs it alone. Messages may be up to MLEMU_MAX_MESSAGE_BYTES (64 MiB by
 default; gRPC's own default is 4 MiB) in both directions.
+
+One process serves gRPC on one core at a time (the GIL), so `serve` starts MLEMU_GRPC_WORKERS of
+them (default: one per gunicorn worker) with `--reuse-port`: they bind the same port with
+SO_REUSEPORT and the kernel spreads connections over them. Alone, or without the flag, the port is
+bound exclusively and a port in use fails the start (`serve` checks the port before sharing it:
+supervisor.check_port_free).
 """
 
 from __future__ import annotations
@@ -60,15 +66,16 @@ class GrpcServer:
     runs the handler in the pool (its `migration_thread_pool`), as deploy/worker.py does for HTTP.
     """
 
-    def __init__(self, emu: Emulator, port: int | None = None) -> None:
+    def __init__(self, emu: Emulator, port: int | None = None, *,
+                 reuse_port: bool = False) -> None:
         settings = emu.settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
-        self.pool = futures.ThreadPoolExecutor(max_workers=max(4, settings.worker_layout()[1]),
+        self.pool = futures.ThreadPoolExecutor(max_workers=settings.grpc_threads(),
                                                thread_name_prefix="grpc")
         try:
-            self.server, self.port = self._run(self._build(emu, port))
+            self.server, self.port = self._run(self._build(emu, port, reuse_port))
         except BaseException:
             self.loop.call_soon_threadsafe(self.loop.stop)
             raise
@@ -76,7 +83,8 @@ class GrpcServer:
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-    async def _build(self, emu: Emulator, port: int | None) -> tuple[Any, int]:
+    async def _build(self, emu: Emulator, port: int | None,
+                     reuse_port: bool) -> tuple[Any, int]:
         from protocols.grps_grpc import GrpsServicer
         from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
         from protocols.v2_grpc import V2Servicer
@@ -93,7 +101,7 @@ class GrpcServer:
             interceptors=interceptors,
             options=[("grpc.max_receive_message_length", limit),
                      ("grpc.max_send_message_length", limit),
-                     ("grpc.so_reuseport", 0), *connection_limits(settings)],
+                     ("grpc.so_reuseport", int(reuse_port)), *connection_limits(settings)],
         )
         grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu), server)
         grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), server)
@@ -110,15 +118,21 @@ class GrpcServer:
         self.pool.shutdown(wait=False)
 
 
-def build_server(emu: Emulator, port: int | None = None) -> tuple[GrpcServer, int]:
+def build_server(emu: Emulator, port: int | None = None, *,
+                 reuse_port: bool = False) -> tuple[GrpcServer, int]:
     """A started-ready (not yet started) server and the port it is bound to."""
-    server = GrpcServer(emu, port)
+    server = GrpcServer(emu, port, reuse_port=reuse_port)
     return server, server.port
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; `--reuse-port` shares the port with sibling processes."""
     settings = Settings.from_env()
     configure_logging(settings)
+    args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--reuse-port"]):
+        log.error("usage: grpc_server.py [--reuse-port]")
+        return 2
     if not settings.grpc_port:
         log.error("MLEMU_GRPC_PORT is 0: gRPC is disabled")
         return 2
@@ -128,13 +142,13 @@ def main() -> int:
         log.error("%s", exc.message)
         return 1
     try:
-        server, port = build_server(emu)
+        server, port = build_server(emu, reuse_port=bool(args))
     except RuntimeError as exc:
         log.error("cannot listen on %s:%s: %s", settings.host, settings.grpc_port, exc)
         return 1
     server.start()
-    log.info("gRPC (V2 GRPCInferenceService, grps GrpsService) listening on %s:%d",
-             settings.host, port)
+    log.info("gRPC (V2 GRPCInferenceService, grps GrpsService) listening on %s:%d (pid %d)",
+             settings.host, port, os.getpid())
     stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -1,22 +1,66 @@
-"""Process supervision for `app.py serve`: gunicorn and the gRPC server as sibling children.
+"""Process supervision for `app.py serve`: gunicorn and the gRPC server processes as siblings.
 
-The gRPC server is its own process (started with exec, never forked from a process that has
-imported numpy/scikit-learn/TensorFlow, whose thread pools do not survive a fork). The supervisor
-forwards SIGTERM/SIGINT to every child and exits as soon as any child exits, after stopping the
-others, so a container or a test harness sees one process that lives and dies as a unit.
+Each gRPC server is its own process (started with exec, never forked from a process that has
+imported numpy/scikit-learn/TensorFlow, whose thread pools do not survive a fork); several share
+the gRPC port through SO_REUSEPORT, after `check_port_free` made sure nobody else holds it. The
+supervisor forwards SIGTERM/SIGINT to every child and exits as soon as any child exits, after
+stopping the others, so a container or a test harness sees one process that lives and dies as a
+unit.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 #: How long the other children get to stop after one exits (gunicorn's graceful_timeout is 8 s).
 STOP_TIMEOUT_S = 12.0
+
+
+class PortInUse(Exception):
+    """The gRPC port is taken; the message is grpc_server.py's own words for a failed bind."""
+
+
+def grpc_commands(settings: Settings, script: Path) -> list[list[str]]:
+    """The command lines of the gRPC server processes (settings.grpc_processes() of them),
+    after checking that nothing listens on the gRPC port; PortInUse if something does."""
+    try:
+        check_port_free(settings.host, settings.grpc_port)
+    except OSError as exc:
+        raise PortInUse(f"cannot listen on {settings.host}:{settings.grpc_port}: "
+                        f"{exc.strerror or exc}") from None
+    command = [sys.executable, str(script)]
+    count = settings.grpc_processes()
+    return [[*command, "--reuse-port"] if count > 1 else command for _ in range(count)]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, ...) when a TCP listener on `host:port` could not be opened
+    without SO_REUSEPORT, i.e. when any other program, or another mlemu's gRPC processes (which
+    set SO_REUSEPORT), already listen there.
+
+    gRPC processes started with SO_REUSEPORT would otherwise join such a listener silently and
+    the kernel would split connections between the two servers. SO_REUSEADDR is set as gRPC core
+    sets it, so connections of a previous run left in TIME_WAIT do not count as a conflict; a
+    socket bound without SO_REUSEADDR, or any listening one, does. What is left is a race: a
+    program that binds the port with SO_REUSEPORT, as the same user, between this check and the
+    gRPC processes' bind would share it (two mlemus started at the same instant).
+    """
+    for family, kind, proto, _, address in socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
 
 
 def run(commands: Sequence[Sequence[str]], env: Mapping[str, str], cwd: Path) -> int:

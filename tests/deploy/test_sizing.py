@@ -73,6 +73,18 @@ def test_explicit_settings_win() -> None:
     assert Settings(workers=3).worker_layout(8, memory=16 * GIB) == (3, 21)
     assert Settings(threads=2).worker_layout(4) == (4, 2)
     assert Settings(workers=1, threads=32).worker_layout(8) == (1, 32)
+
+
+def test_grpc_runs_as_many_processes_as_gunicorn_unless_told() -> None:
+    assert Settings().grpc_processes(2) == 2
+    assert Settings().grpc_processes(1) == 1
+    assert Settings(workers=3).grpc_processes(8) == 3
+    assert Settings(grpc_workers=1).grpc_processes(4) == 1
+    assert Settings(workers=1, grpc_workers=4).grpc_processes(8) == 4
+    # each gRPC process runs its calls in 4 threads, or MLEMU_THREADS (at least 4) when set
+    assert Settings().grpc_threads() == 4
+    assert Settings(threads=2).grpc_threads() == 4
+    assert Settings(threads=16).grpc_threads() == 16
     # Unset (or 0) means "from the CPUs", and only explicit values reach child processes.
     unset = Settings.from_env({"MLEMU_WORKERS": "", "MLEMU_THREADS": "0"})
     assert (unset.workers, unset.threads) == (None, None)

@@ -130,12 +130,13 @@ def test_counters_add_up_across_processes(server: LiveServer) -> None:
     durations = by_labels(samples(server, "mlemu_request_duration_seconds_count"), *keys[:5])
     for key in {k[:5] for k in sent}:
         assert durations[key] == sum(n for k, n in sent.items() if k[:5] == key)
-    # both workers served (the fast path's requests alone spread over them) and gRPC is a third
-    # process: each has loaded sk v1 (models_loaded sums the live processes)
+    # both workers served (the fast path's requests alone spread over them) and gRPC runs as
+    # many processes as there are workers (MLEMU_GRPC_WORKERS unset), all ready before the
+    # traffic: each of the four has loaded sk v1 (models_loaded sums the live processes)
     loaded = by_labels(samples(server, "mlemu_models_loaded"), "model", "version")
-    assert loaded["sk", "v1"] == 3
+    assert loaded["sk", "v1"] == 4
     pids = {s.labels["pid"] for s in samples(server, "process_resident_memory_bytes")}
-    assert len(pids) >= 3
+    assert len(pids) >= 4
     # instances per request: the 12 fast-path requests had 2 rows each
     instances = samples(server, "mlemu_instances_per_request_sum")
     assert by_labels(instances, "model", "version")["sk", "v1"] >= 12 * 2 + 3

@@ -107,17 +107,62 @@ def start_protocol_server(models: tuple[Path, dict[str, Any]],
     live = start_server(root / "state", config, workers, grpc_port=free_port(),
                         env={"MLEMU_PROJECT": PROJECT, **(env or {})})
     assert live.grpc_target
-    # The gRPC process warms up on its own: wait for V2 ServerReady (b"\x08\x01": ready=true).
-    with grpc.insecure_channel(live.grpc_target) as channel:
-        ready = channel.unary_unary("/inference.GRPCInferenceService/ServerReady",
-                                    request_serializer=bytes, response_deserializer=bytes)
-        deadline = time.monotonic() + 60
-        while ready(b"", timeout=5) != b"\x08\x01":
-            if time.monotonic() > deadline:
-                stop_server(live.proc)
-                raise RuntimeError(f"gRPC server not ready:\n{live.output()}")
-            time.sleep(0.1)
+    # Each gRPC process warms up on its own: wait until every one has answered V2 ServerReady
+    # with ready=true (b"\x08\x01"), over fresh connections (the kernel picks the process).
+    pending = grpc_processes(live)
+    deadline = time.monotonic() + 60
+    while pending:
+        with fresh_channel(live.grpc_target) as channel:
+            ready = channel.unary_unary("/inference.GRPCInferenceService/ServerReady",
+                                        request_serializer=bytes, response_deserializer=bytes)
+            if ready(b"", timeout=5) == b"\x08\x01":
+                pending.discard(serving_pid(live, channel))
+        if time.monotonic() > deadline:
+            stop_server(live.proc)
+            raise RuntimeError(f"gRPC server not ready:\n{live.output()}")
     return live
+
+
+def grpc_processes(live: LiveServer) -> set[int]:
+    """The pids of a live `app.py serve`'s gRPC server processes (its grpc_server.py children)."""
+    found = set()
+    for task in Path(f"/proc/{live.proc.pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"grpc_server.py" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.add(int(child))
+    return found
+
+
+def fresh_channel(target: str) -> grpc.Channel:
+    """A channel with a connection of its own (grpcio shares subchannels between channels to the
+    same target by default)."""
+    return grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+
+
+def serving_pid(live: LiveServer, channel: grpc.Channel) -> int:
+    """Which gRPC process holds `channel`'s connection (the channel must have made a call and
+    be the only client connection open): the process whose file descriptors include the
+    server side of the one established TCP connection on the gRPC port, from /proc."""
+    assert live.grpc_target
+    port = int(live.grpc_target.rsplit(":", 1)[1])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            # local address HEX_IP:HEX_PORT, state 01 = ESTABLISHED, inode in column 9
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+                inodes.add(f"socket:[{fields[9]}]")
+    holders = {pid for pid in grpc_processes(live) for fd in Path(f"/proc/{pid}/fd").iterdir()
+               if _link(fd) in inodes}
+    assert len(holders) == 1, (holders, inodes)
+    return holders.pop()
+
+
+def _link(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # closed meanwhile
+        return ""
 
 
 @pytest.fixture(scope="module")

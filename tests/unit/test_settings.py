@@ -30,7 +30,7 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     default_project="p", iam_mode="enforce", iam_config=tmp_path / "iam.yaml",
                     xgboost_nthread=0, batch_max_instances=0, max_loaded_versions=0,
                     database_url="sqlite:///x.db",
-                    grpc_port=0, public_url="https://x.run.app", log_level="debug",
+                    grpc_port=0, grpc_workers=4, public_url="https://x.run.app", log_level="debug",
                     extra={"MLEMU_X_FLAG": "1"}, max_message_bytes=11, grps_default_model="m-v1",
                     vertex=vertex, storage_emulator_host="http://127.0.0.1:9023",
                     beam_runner="FlinkRunner", beam_options="--flink_master=localhost:8081",
