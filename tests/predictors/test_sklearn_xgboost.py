@@ -190,3 +190,34 @@ def test_xgboost_large_calls_use_every_cpu_one_at_a_time(tmp_path, monkeypatch):
     for t in threads:
         t.join()
     assert results == [want] * 4
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "binary:logistic", "max_depth": 3},
+    {"objective": "multi:softprob", "num_class": 3, "max_depth": 4},
+    {"objective": "reg:squarederror", "max_depth": 6},
+    {"objective": "binary:logistic", "booster": "dart", "rate_drop": 0.3},
+    {"objective": "reg:squarederror", "booster": "gblinear"},
+])
+def test_xgboost_answers_as_through_a_dmatrix(tmp_path, params):
+    """Tree boosters predict in place (no DMatrix): the same float32 outputs, NaN as missing,
+    one row and many; other booster types take the DMatrix path."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(400, 5))
+    y = rng.integers(0, params.get("num_class", 2), size=400)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    booster = xgb.train({**params, "nthread": 1}, xgb.DMatrix(x, label=y, missing=np.nan),
+                        num_boost_round=15)
+    booster.save_model(tmp_path / "model.json")
+    (tmp_path / "model.json").rename(tmp_path / "model.bst")
+    predictor, _ = predictors.load(str(tmp_path))
+    assert predictor._inplace == (params.get("booster", "gbtree") == "gbtree")
+    rows = rng.normal(size=(300, 5))
+    rows[rng.random(rows.shape) < 0.3] = np.nan
+    want = booster.predict(xgb.DMatrix(rows.astype(np.float32), missing=np.nan)).tolist()
+    assert predictor.predict(rows) == want
+    assert [predictor.predict(rows[i:i + 1])[0] for i in range(20)] == want[:20]
+    listed = [[None if np.isnan(v) else float(v) for v in row] for row in rows[:20].tolist()]
+    assert predictor.predict(listed) == want[:20]
