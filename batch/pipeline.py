@@ -22,11 +22,10 @@ the whole batch of `batchSize` instances to one bad line).
 
 from __future__ import annotations
 
-import atexit
+import logging
 import os
 import posixpath
 import shlex
-import sys
 import tempfile
 from typing import Any
 
@@ -34,6 +33,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from batch import records, sources
+from batch.forkserver import ForkServer
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
 NAMESPACE = "mlemu_batch_predict"
@@ -87,8 +87,6 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         self.failed = beam.metrics.Metrics.counter(NAMESPACE, "errors")
 
     def setup(self) -> None:
-        if self.spec.runner == "DirectRunner" and self.spec.workers > 1:
-            atexit.register(_end_worker_now)  # this process is one of the runner's workers
         if self.spec.storage_emulator_host:
             _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
         self.predictor = load_predictor(self.spec)
@@ -147,19 +145,6 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
             predictor.close()
 
 
-def _end_worker_now() -> None:
-    """At the exit of a DirectRunner multi-processing worker (a Beam SDK harness process this
-    job's pipeline started): skip the interpreter's teardown. The runner stops its workers one
-    after the other and waits for each to end (WorkerHandlerManager.close_all ->
-    SubprocessSdkWorker), and unloading Beam, scikit-learn or TensorFlow takes each 0.2-0.3 s, so
-    that alone added ~0.5 s to every 2-worker job. At atexit time the harness has finished its
-    work and flushed its logs to the runner, and Python has joined the non-daemon threads; the
-    exit status stays what it would have been (1 after an uncaught exception)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1 if getattr(sys, "last_value", None) is not None else 0)
-
-
 def _message(exc: Exception) -> str:
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return f"Prediction failed: {message}"
@@ -185,11 +170,10 @@ def options(spec: JobSpec) -> PipelineOptions:
     (in-memory for one), or MLEMU_BEAM_RUNNER with MLEMU_BEAM_OPTIONS."""
     args = [f"--runner={spec.runner}"]
     if spec.runner == "DirectRunner":
-        if spec.workers > 1:
-            args += ["--direct_running_mode=multi_processing",
-                     f"--direct_num_workers={spec.workers}"]
-        else:
-            args += ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        # With forked workers the runner's environment is mlemu's worker pool (runner() below);
+        # the running mode must then stay in_memory, which FnApiRunner.run_pipeline reads only
+        # to replace that environment (multi_processing: SubprocessSDKEnvironment).
+        args += ["--direct_running_mode=in_memory", f"--direct_num_workers={spec.workers}"]
     if spec.storage_emulator_host:
         args.append("--no_auth")
         _anonymous_gcs()
@@ -222,33 +206,68 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
          | "Write errors" >> beam.io.WriteToText(join(out, ERRORS_BASENAME)))
 
 
-def runner(spec: JobSpec, opts: PipelineOptions) -> Any:
-    """The runner to use. For DirectRunner: the engine the DirectRunner itself runs a batch
-    pipeline on, the FnApiRunner, which honours direct_running_mode and direct_num_workers.
-    Beam 2.77's DirectRunner (SwitchingDirectRunner in apache_beam/runners/direct/
+def runner(spec: JobSpec, opts: PipelineOptions, forks: ForkServer | None) -> Any:
+    """The runner to use; and for DirectRunner the worker pool's gRPC server, if any.
+
+    DirectRunner means the engine the DirectRunner itself runs a batch pipeline on, the
+    FnApiRunner. Beam 2.77's DirectRunner (SwitchingDirectRunner in apache_beam/runners/direct/
     direct_runner.py) first tries the PrismRunner: it downloads the Prism binary from GitHub and
     runs the Python code in the pipeline's own process (a LOOPBACK environment, worker threads),
     ignoring the worker count; without network it falls back to the FnApiRunner after the
     failed download. The options the workers receive are the DirectRunner's (the same
-    ExtendedProvisionInfo it builds)."""
+    ExtendedProvisionInfo it builds). With forked workers the FnApiRunner's environment is
+    EXTERNAL, served by mlemu's pool (batch/workerpool.py), whose workers the job's fork server
+    forks; the FnApiRunner starts `direct_num_workers` of them (WorkerHandlerManager.
+    get_worker_handlers in fn_api_runner/worker_handlers.py) and deals each stage's input out
+    among them as in multi-processing mode."""
     if spec.runner != "DirectRunner":
-        return spec.runner
+        return spec.runner, None
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
     encoded = JobServiceHandle.encode_pipeline_options(opts.get_all_options())
-    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+    provision = fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    if forks is None:
+        return fn_runner.FnApiRunner(provision_info=provision), None
+    from apache_beam.transforms import environments
+    from google.protobuf import json_format
+
+    from batch import workerpool
+
+    logging.getLogger(fn_runner.__name__).addFilter(_InMemoryWarning())
+    address, server = workerpool.serve(workerpool.WorkerPool(
+        forks, json_format.MessageToJson(encoded)))  # the JSON SubprocessSdkWorker passes
+    environment = environments.ExternalEnvironment(
+        address, capabilities=environments.python_sdk_capabilities())
+    return fn_runner.FnApiRunner(default_environment=environment,
+                                 provision_info=provision), server
 
 
-def run(spec: JobSpec) -> dict[str, int]:
-    """Run the pipeline to the end; the counts of predictions and errors."""
+class _InMemoryWarning(logging.Filter):
+    """Drops the FnApiRunner's warning that in_memory mode ignores direct_num_workers: true of
+    its own environments, not of the EXTERNAL one it is given here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("If direct_num_workers is not equal to 1")
+
+
+def run(spec: JobSpec, forks: ForkServer | None = None) -> dict[str, int]:
+    """Run the pipeline to the end; the counts of predictions and errors. `forks`: the fork
+    server of the job's DirectRunner workers (batch/forkserver.py), for forked workers."""
     opts = options(spec)
-    pipeline = beam.Pipeline(runner=runner(spec, opts), options=opts)
-    build(pipeline, spec)
-    result = pipeline.run()
-    result.wait_until_finish()
+    engine, server = runner(spec, opts, forks)
+    try:
+        pipeline = beam.Pipeline(runner=engine, options=opts)
+        build(pipeline, spec)
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        if forks is not None:
+            forks.finished = True  # the workers may end now
+        if server is not None:
+            server.stop(None)
     counts = {"predictions": 0, "errors": 0}
     for metric in result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))[
             "counters"]:

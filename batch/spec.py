@@ -40,6 +40,13 @@ class JobSpec:
     progress_path: str = ""
     storage_emulator_host: str = ""
 
+    @property
+    def forked_workers(self) -> bool:
+        """Whether the job's workers are forked by its fork server (batch/forkserver.py): the
+        local DirectRunner with more than one worker. One worker runs in the pipeline's own
+        process; other runners start their workers themselves."""
+        return self.runner == "DirectRunner" and self.workers > 1
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 

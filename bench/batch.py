@@ -13,9 +13,12 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   Beam worker is a waited-for descendant, so RUSAGE_CHILDREN counts it). On a shared machine
   wall time says what the load left; CPU time says what the work costs.
 - path_s: a job's CPU critical path, what its wall time would be with a free core per process:
-  one worker runs in the pipeline's process (path = cpu_s); with two, the pipeline process's CPU
-  until the first worker appears plus the busiest worker's CPU (sampled from /proc every 0.05 s;
-  the pipeline process idles while its workers run). `w2_vs_w1_path` is the speed-up it implies.
+  one worker runs in the pipeline's process (path = cpu_s); with two, the larger of the
+  pipeline process's CPU until the first worker appears and its fork server's CPU (the two warm
+  up side by side; batch/forkserver.py), plus the busiest worker's CPU (sampled from /proc
+  every 0.05 s; the pipeline process idles while its workers run). `w2_vs_w1_path` is the
+  speed-up it implies. Peak PSS beside RSS: forked workers share their fork server's pages,
+  which RSS counts once per process.
 Targets: 1 worker >= 0.7x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
 alternates round by round, so drifting load on a shared machine hits each alike.
 """
@@ -85,20 +88,26 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict
                    model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
     started, cpu = time.perf_counter(), _children_cpu()
     run = Run(spec, work)
-    peak = [0.0]
+    peak = [0.0, 0.0]  # RSS, PSS (forked workers share their fork server's pages)
     workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
     before_workers = [0.0]  # the pipeline process's CPU when its first worker appeared
+    server = [0.0]  # the fork server's CPU (it warms up while the pipeline process starts)
 
     def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
         tick = 0
         while run.proc.returncode is None:
             with contextlib.suppress(Exception):
                 if tick % 4 == 0:
-                    peak[0] = max(peak[0], measure.memory(run.proc.pid)["rss_mib"])
+                    mem = measure.memory(run.proc.pid)
+                    peak[0] = max(peak[0], mem["rss_mib"])
+                    peak[1] = max(peak[1], mem["pss_mib"])
                 root = _process_cpu(run.proc.pid)
                 for pid in measure.tree(run.proc.pid)[1:]:
-                    if b"sdk_worker_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    role = _role(pid, run.proc.pid)
+                    if role == "worker":
                         workers[pid] = _process_cpu(pid)
+                    elif role == "forkserver":
+                        server[0] = _process_cpu(pid)
                 if not workers:
                     before_workers[0] = root
             tick += 1
@@ -113,9 +122,20 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict
     if outcome.get("predictions") != n:
         raise RuntimeError(f"{workers} worker(s): {outcome}")
     cpu_s = _children_cpu() - cpu
-    path = before_workers[0] + max(workers.values()) if workers else cpu_s
+    # A forked worker starts once both the runner asks for it and the fork server is warm.
+    path = max(before_workers[0], server[0]) + max(workers.values()) if workers else cpu_s
     return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
-            "peak_rss_mib": peak[0]}
+            "peak_rss_mib": peak[0], "peak_pss_mib": peak[1]}
+
+
+def _role(pid: int, pipeline: int) -> str:
+    """"worker" (a Beam SDK harness: forked by batch/forkserver.py, or spawned by Beam as
+    sdk_worker_main), "forkserver", or "" for anything else."""
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    if b"batch.forkserver" in cmdline:  # first: its argument names sdk_worker_main too
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return "forkserver" if ppid == pipeline else "worker"
+    return "worker" if b"sdk_worker_main" in cmdline else ""
 
 
 def _process_cpu(pid: int) -> float:
@@ -146,6 +166,7 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
             "cpu_s": cpu, "path_s": path, "w1_path_rate": n / path["w1"],
             "w2_path_rate": n / path["w2"], "w2_vs_w1_path": path["w1"] / path["w2"],
             "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
+            "peak_pss_mib": {k: max(r["peak_pss_mib"] for r in runs[k]) for k in ("w1", "w2")},
             "runs": runs}
 
 
