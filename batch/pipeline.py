@@ -67,14 +67,7 @@ class ReadBatchesDoFn(beam.DoFn):  # type: ignore[misc]
         self.spec = spec
 
     def process(self, rng: sources.Range) -> Any:
-        batch: list[bytes] = []
-        for record in sources.records(self.spec.data_format, rng):
-            batch.append(record)
-            if len(batch) >= self.spec.batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        yield from sources.batches(self.spec.data_format, rng, self.spec.batch_size)
 
 
 class PredictDoFn(beam.DoFn):  # type: ignore[misc]
@@ -102,12 +95,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
 
     def process(self, batch: list[bytes]) -> Any:
-        instances, bad = [], []
-        for record in batch:
-            try:
-                instances.append(self.decoder.instance(record))
-            except ValueError as exc:
-                bad.append(str(exc))
+        instances, bad = self.decoder.instances(batch)
         try:
             rows = self._predict(instances) if instances else []
         except Exception:  # noqa: BLE001 - find the bad instances one by one
@@ -124,7 +112,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         if rows and self.spec.output_format == "CSV":
             yield from self._csv(rows)
         elif rows:  # WriteToText ends it with a newline: one line per prediction
-            yield "\n".join(records.result_line(row) for row in rows)
+            yield records.result_lines(rows)
         for message in bad:
             yield beam.pvalue.TaggedOutput(ERRORS, message)
 
