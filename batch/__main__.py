@@ -1,8 +1,9 @@
 """The pipeline's process: `python -m batch SPEC_FILE` runs one job and writes RESULT_FILE.
 
-Started by batch/launcher.py in its own session (process group), so a cancel ends it and every
-Beam worker it started at once. It also ends itself if the server that started it dies: a job
-whose server is gone is taken over by another server, which starts it again.
+Started by batch/launcher.py in its own session (process group), so a cancel ends it, its
+workers' fork server and every worker at once (batch/forkserver.py: they also die with it). It
+also ends itself if the server that started it dies: a job whose server is gone is taken over
+by another server, which starts it again.
 The result file is `{"predictions": N, "errors": M}` or `{"error": "message"}`.
 """
 
