@@ -11,8 +11,11 @@ the same pipeline over its own predictors:
   pipeline.py  the Beam graph: ranges -> batches of records -> PredictDoFn -> WriteToText shards
   launcher.py  the server side: run the pipeline in a child process, watch it, cancel it
   __main__.py  the child process: `python -m batch SPEC_FILE`
+  forkserver.py  a local job's fork server: imports Beam and the framework once, forks workers
+  workerpool.py  Beam's BeamFnExternalWorkerPool service over that fork server (EXTERNAL env.)
 
-`apache_beam` is imported only by pipeline.py and sources.py, and only in the child process (or
-a remote worker): the server and the serving path never import it. `import batch` imports
+`apache_beam` is imported only by pipeline.py, sources.py and workerpool.py, and only in the
+child process, its fork server (or a remote worker): the server and the serving path never
+import it. `import batch` imports
 nothing heavy.
 """

@@ -1,8 +1,9 @@
 """The pipeline's process: `python -m batch SPEC_FILE` runs one job and writes RESULT_FILE.
 
-Started by batch/launcher.py in its own session (process group), so a cancel ends it and every
-Beam worker it started at once. It also ends itself if the server that started it dies: a job
-whose server is gone is taken over by another server, which starts it again.
+Started by batch/launcher.py in its own session (process group), so a cancel ends it, its
+workers' fork server and every worker at once (batch/forkserver.py: they also die with it). It
+also ends itself if the server that started it dies: a job whose server is gone is taken over
+by another server, which starts it again.
 The result file is `{"predictions": N, "errors": M}` or `{"error": "message"}`.
 """
 
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _watch_parent(parent: int) -> None:
@@ -25,7 +27,7 @@ def _watch_parent(parent: int) -> None:
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> None:
     spec_path = Path(argv[1])
     result_path = spec_path.with_name("result.json")
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
@@ -33,17 +35,41 @@ def main(argv: list[str]) -> int:
     from batch.spec import JobSpec
 
     spec = JobSpec.read(spec_path)
+    forks = None
+    if spec.forked_workers:
+        # First, before Beam loads here: the fork server imports Beam and the framework for
+        # the workers meanwhile (batch/forkserver.py). A worker or the server dying fails the
+        # job at once (the runner itself would wait for the dead worker forever).
+        from batch import forkserver
+
+        forks = forkserver.ForkServer(forkserver.worker_modules(spec), on_death=lambda message:
+                                      _finish(result_path, {"error": message}, forks))
     try:
         from batch import pipeline
 
-        outcome: dict[str, object] = dict(pipeline.run(spec))
+        outcome: dict[str, object] = dict(pipeline.run(spec, forks))
     except Exception as exc:
         logging.getLogger("mlemu.batch").exception("batch prediction failed")
-        outcome = {"error": _reason(exc)}
+        # The fork server's own failure (e.g. the framework's import) says more than Beam's
+        # "Error starting worker" around it.
+        outcome = {"error": forks.error if forks is not None and forks.error else _reason(exc)}
+    _finish(result_path, outcome, forks)
+
+
+_FINISHING = threading.Lock()
+
+
+def _finish(result_path: Path, outcome: dict[str, object], forks: Any) -> None:
+    """Stop the workers' fork server (and any worker left), write the result file, end. Called
+    once: a second caller (the end of the run racing a worker's death) waits here until the
+    process ends."""
+    _FINISHING.acquire()
+    if forks is not None:
+        forks.close()
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(outcome))
     os.replace(tmp, result_path)
-    return 0
+    _exit_now(0)
 
 
 def _exit_now(code: int) -> None:
@@ -64,4 +90,4 @@ def _reason(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    _exit_now(main(sys.argv))
+    main(sys.argv)

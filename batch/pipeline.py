@@ -2,8 +2,10 @@
 
   input ranges (batch/sources.py: the inputPaths' files, text files split by bytes; Create's
                 own Reshuffle spreads them over the workers)
-  -> ReadBatchesDoFn (a range's records, `batchSize` at a time: JSON/TEXT lines, TFRecords)
-  -> PredictDoFn (the model loads once per worker, in setup; one element of lines per batch)
+  -> ReadBatchesDoFn (a range's records, ~RECORDS_PER_ELEMENT at a time in whole batches of
+                     `batchSize`: JSON/TEXT lines, TFRecords)
+  -> PredictDoFn (the model loads once per worker, in setup, and predicts `batchSize` records a
+                  call; one element of lines per element of records)
   -> results: WriteToText(outputPath/prediction.results, shards -SSSSS-of-NNNNN)
               (outputDataFormat CSV: rows in -SSSSS-of-NNNNN.csv shards, and each worker's
               column keys -> Sample one -> WriteToText(prediction.results_header.csv))
@@ -22,11 +24,10 @@ the whole batch of `batchSize` instances to one bad line).
 
 from __future__ import annotations
 
-import atexit
+import logging
 import os
 import posixpath
 import shlex
-import sys
 import tempfile
 from typing import Any
 
@@ -34,6 +35,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from batch import records, sources
+from batch.forkserver import ForkServer
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
 NAMESPACE = "mlemu_batch_predict"
@@ -60,26 +62,26 @@ def load_predictor(spec: JobSpec) -> Any:
     return predictor
 
 
+#: Records per element between the reading and the predicting step: whole model batches of
+#: `batchSize`, about this many in all. Beam's cost per element (~30 us on the FnApiRunner) is
+#: then paid per ~1,000 records rather than per model call.
+RECORDS_PER_ELEMENT = 1024
+
+
 class ReadBatchesDoFn(beam.DoFn):  # type: ignore[misc]
-    """An input range in; lists of up to `batchSize` records out."""
+    """An input range in; lists of records out, each a whole number of model batches."""
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
 
     def process(self, rng: sources.Range) -> Any:
-        batch: list[bytes] = []
-        for record in sources.records(self.spec.data_format, rng):
-            batch.append(record)
-            if len(batch) >= self.spec.batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        size = self.spec.batch_size * max(1, RECORDS_PER_ELEMENT // self.spec.batch_size)
+        yield from sources.batches(self.spec.data_format, rng, size)
 
 
 class PredictDoFn(beam.DoFn):  # type: ignore[misc]
-    """Batches of records in; the batch's result lines (one string) out, error messages tagged
-    ERRORS."""
+    """Lists of records in, predicted `batchSize` at a time; their result lines (one string) out,
+    error messages tagged ERRORS."""
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
@@ -87,8 +89,6 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         self.failed = beam.metrics.Metrics.counter(NAMESPACE, "errors")
 
     def setup(self) -> None:
-        if self.spec.runner == "DirectRunner" and self.spec.workers > 1:
-            atexit.register(_end_worker_now)  # this process is one of the runner's workers
         if self.spec.storage_emulator_host:
             _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
         self.predictor = load_predictor(self.spec)
@@ -103,30 +103,35 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
     def _predict(self, instances: list[Any]) -> list[Any]:
         return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
 
-    def process(self, batch: list[bytes]) -> Any:
-        instances, bad = [], []
-        for record in batch:
-            try:
-                instances.append(self.decoder.instance(record))
-            except ValueError as exc:
-                bad.append(str(exc))
+    def _batch(self, batch: list[bytes], rows: list[Any], bad: list[str]) -> None:
+        """One model call's records: their predictions onto `rows`, their errors onto `bad`."""
+        instances, failed = self.decoder.instances(batch)
         try:
-            rows = self._predict(instances) if instances else []
+            done = self._predict(instances) if instances else []
         except Exception:  # noqa: BLE001 - find the bad instances one by one
-            rows = []
+            done = []
             for instance in instances:
                 try:
-                    rows += self._predict([instance])
+                    done += self._predict([instance])
                 except Exception as exc:  # noqa: BLE001 - the message goes to errors_stats
-                    bad.append(_message(exc))
+                    failed.append(_message(exc))
+        rows += done
+        bad += failed
+        if self.progress is not None:
+            os.write(self.progress, f"{len(done)} {len(failed)}\n".encode())
+
+    def process(self, element: list[bytes]) -> Any:
+        rows: list[Any] = []
+        bad: list[str] = []
+        size = self.spec.batch_size
+        for start in range(0, len(element), size):
+            self._batch(element[start:start + size], rows, bad)
         self.predicted.inc(len(rows))
         self.failed.inc(len(bad))
-        if self.progress is not None:
-            os.write(self.progress, f"{len(rows)} {len(bad)}\n".encode())
         if rows and self.spec.output_format == "CSV":
             yield from self._csv(rows)
         elif rows:  # WriteToText ends it with a newline: one line per prediction
-            yield "\n".join(records.result_line(row) for row in rows)
+            yield records.result_lines(rows)
         for message in bad:
             yield beam.pvalue.TaggedOutput(ERRORS, message)
 
@@ -145,19 +150,6 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         predictor = getattr(self, "predictor", None)
         if predictor is not None:
             predictor.close()
-
-
-def _end_worker_now() -> None:
-    """At the exit of a DirectRunner multi-processing worker (a Beam SDK harness process this
-    job's pipeline started): skip the interpreter's teardown. The runner stops its workers one
-    after the other and waits for each to end (WorkerHandlerManager.close_all ->
-    SubprocessSdkWorker), and unloading Beam, scikit-learn or TensorFlow takes each 0.2-0.3 s, so
-    that alone added ~0.5 s to every 2-worker job. At atexit time the harness has finished its
-    work and flushed its logs to the runner, and Python has joined the non-daemon threads; the
-    exit status stays what it would have been (1 after an uncaught exception)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1 if getattr(sys, "last_value", None) is not None else 0)
 
 
 def _message(exc: Exception) -> str:
@@ -185,11 +177,12 @@ def options(spec: JobSpec) -> PipelineOptions:
     (in-memory for one), or MLEMU_BEAM_RUNNER with MLEMU_BEAM_OPTIONS."""
     args = [f"--runner={spec.runner}"]
     if spec.runner == "DirectRunner":
-        if spec.workers > 1:
-            args += ["--direct_running_mode=multi_processing",
-                     f"--direct_num_workers={spec.workers}"]
-        else:
-            args += ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        # With forked workers the runner's environment is mlemu's worker pool (runner() below);
+        # the running mode must then stay in_memory, which FnApiRunner.run_pipeline reads only
+        # to replace that environment (multi_processing: SubprocessSDKEnvironment, Beam's own
+        # workers, where mlemu does not fork them).
+        mode = "multi_processing" if spec.workers > 1 and not spec.forked_workers else "in_memory"
+        args += [f"--direct_running_mode={mode}", f"--direct_num_workers={spec.workers}"]
     if spec.storage_emulator_host:
         args.append("--no_auth")
         _anonymous_gcs()
@@ -222,33 +215,68 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
          | "Write errors" >> beam.io.WriteToText(join(out, ERRORS_BASENAME)))
 
 
-def runner(spec: JobSpec, opts: PipelineOptions) -> Any:
-    """The runner to use. For DirectRunner: the engine the DirectRunner itself runs a batch
-    pipeline on, the FnApiRunner, which honours direct_running_mode and direct_num_workers.
-    Beam 2.77's DirectRunner (SwitchingDirectRunner in apache_beam/runners/direct/
+def runner(spec: JobSpec, opts: PipelineOptions, forks: ForkServer | None) -> Any:
+    """The runner to use; and for DirectRunner the worker pool's gRPC server, if any.
+
+    DirectRunner means the engine the DirectRunner itself runs a batch pipeline on, the
+    FnApiRunner. Beam 2.77's DirectRunner (SwitchingDirectRunner in apache_beam/runners/direct/
     direct_runner.py) first tries the PrismRunner: it downloads the Prism binary from GitHub and
     runs the Python code in the pipeline's own process (a LOOPBACK environment, worker threads),
     ignoring the worker count; without network it falls back to the FnApiRunner after the
     failed download. The options the workers receive are the DirectRunner's (the same
-    ExtendedProvisionInfo it builds)."""
+    ExtendedProvisionInfo it builds). With forked workers the FnApiRunner's environment is
+    EXTERNAL, served by mlemu's pool (batch/workerpool.py), whose workers the job's fork server
+    forks; the FnApiRunner starts `direct_num_workers` of them (WorkerHandlerManager.
+    get_worker_handlers in fn_api_runner/worker_handlers.py) and deals each stage's input out
+    among them as in multi-processing mode."""
     if spec.runner != "DirectRunner":
-        return spec.runner
+        return spec.runner, None
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
     encoded = JobServiceHandle.encode_pipeline_options(opts.get_all_options())
-    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+    provision = fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    if forks is None:
+        return fn_runner.FnApiRunner(provision_info=provision), None
+    from apache_beam.transforms import environments
+    from google.protobuf import json_format
+
+    from batch import workerpool
+
+    logging.getLogger(fn_runner.__name__).addFilter(_InMemoryWarning())
+    address, server = workerpool.serve(workerpool.WorkerPool(
+        forks, json_format.MessageToJson(encoded)))  # the JSON SubprocessSdkWorker passes
+    environment = environments.ExternalEnvironment(
+        address, capabilities=environments.python_sdk_capabilities())
+    return fn_runner.FnApiRunner(default_environment=environment,
+                                 provision_info=provision), server
 
 
-def run(spec: JobSpec) -> dict[str, int]:
-    """Run the pipeline to the end; the counts of predictions and errors."""
+class _InMemoryWarning(logging.Filter):
+    """Drops the FnApiRunner's warning that in_memory mode ignores direct_num_workers: true of
+    its own environments, not of the EXTERNAL one it is given here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("If direct_num_workers is not equal to 1")
+
+
+def run(spec: JobSpec, forks: ForkServer | None = None) -> dict[str, int]:
+    """Run the pipeline to the end; the counts of predictions and errors. `forks`: the fork
+    server of the job's DirectRunner workers (batch/forkserver.py), for forked workers."""
     opts = options(spec)
-    pipeline = beam.Pipeline(runner=runner(spec, opts), options=opts)
-    build(pipeline, spec)
-    result = pipeline.run()
-    result.wait_until_finish()
+    engine, server = runner(spec, opts, forks)
+    try:
+        pipeline = beam.Pipeline(runner=engine, options=opts)
+        build(pipeline, spec)
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        if forks is not None:
+            forks.finished = True  # the workers may end now
+        if server is not None:
+            server.stop(None)
     counts = {"predictions": 0, "errors": 0}
     for metric in result.metrics().query(beam.metrics.MetricsFilter().with_namespace(NAMESPACE))[
             "counters"]:

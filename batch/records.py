@@ -35,7 +35,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 import predictors
+import wirejson
 from predictors.base import Predictor
 
 
@@ -63,12 +66,30 @@ class Decoder:
                     return {"b64": base64.b64encode(record).decode()}
             return record
         try:
-            # json.loads of bytes detects the encoding in Python first: decode in C instead.
-            return json.loads(record.decode() if isinstance(record, bytes) else record)
-        except (ValueError, UnicodeDecodeError) as exc:
+            return wirejson.loads(record)
+        except ValueError as exc:
             text = record[:100] if isinstance(record, str) else \
                 record[:100].decode("utf-8", "replace")
             raise ValueError(f"Failed to parse the instance as JSON: {exc}: {text}") from None
+
+    def instances(self, records: list[bytes]) -> tuple[list[Any], list[str]]:
+        """The instances of a batch of records, and the errors of those that are not valid.
+        All at once through orjson when every record decodes (a job's usual case), else record
+        by record to name the bad ones or take what orjson refuses and the standard library
+        reads (NaN: wirejson.loads, the decoder of online prediction, so a record means what
+        the same instance means to :predict)."""
+        if not self.raw:
+            try:
+                return list(map(orjson.loads, records)), []
+            except orjson.JSONDecodeError:  # which ones, and why: below
+                pass
+        instances, bad = [], []
+        for record in records:
+            try:
+                instances.append(self.instance(record))
+            except ValueError as exc:
+                bad.append(str(exc))
+        return instances, bad
 
     def rows(self, predictions: Any, count: int) -> list[Any]:
         """One JSON-ready prediction per instance, in the service's batch output form."""
@@ -90,10 +111,11 @@ def _length(value: Any) -> str:
         return "no list of"
 
 
-def result_line(prediction: Any) -> str:
+def result_lines(predictions: list[Any]) -> str:
+    """The result lines of a batch, one `json.dumps(prediction)` each, joined by newlines."""
     # json.dumps' defaults are the service's separators (", ", ": "); passing no options keeps
     # the module's cached encoder (any option builds a new JSONEncoder per call).
-    return json.dumps(prediction)
+    return "\n".join(map(json.dumps, predictions))
 
 
 def errors_line(message: str, count: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,15 @@ class JobSpec:
     #: A file the workers append one line per predicted batch to (local runners only).
     progress_path: str = ""
     storage_emulator_host: str = ""
+
+    @property
+    def forked_workers(self) -> bool:
+        """Whether the job's workers are forked by its fork server (batch/forkserver.py): the
+        local DirectRunner with more than one worker, on Linux (elsewhere Beam's own
+        multi-processing mode starts them). One worker runs in the pipeline's own process;
+        other runners start their workers themselves."""
+        return self.runner == "DirectRunner" and self.workers > 1 and \
+            sys.platform.startswith("linux")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

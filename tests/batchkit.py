@@ -83,3 +83,32 @@ def pipeline_pids(state_dir: Path) -> list[int]:
 def group_members(pgid: int) -> list[int]:
     """Live processes in process group `pgid` (a pipeline and the Beam workers it started)."""
     return [pid for pid, fields, _ in _processes() if int(fields[2]) == pgid]
+
+
+def children(pid: int) -> list[int]:
+    """Live child processes of `pid`."""
+    return [p for p, fields, _ in _processes() if int(fields[1]) == pid]
+
+
+def live(pids: list[int]) -> list[int]:
+    """Those of `pids` still alive (zombies count as gone)."""
+    alive = {pid for pid, _, _ in _processes()}
+    return [pid for pid in pids if pid in alive]
+
+
+def slow_predictor(seconds: float) -> str:
+    """The source of a custom prediction routine module, `slow_predictor.SlowPredictor`, that
+    sums each row and takes `seconds` per call: a job over a few hundred rows runs a while."""
+    return f'''
+import time
+
+
+class SlowPredictor:
+    @classmethod
+    def from_path(cls, model_dir):
+        return cls()
+
+    def predict(self, instances, **kwargs):
+        time.sleep({seconds!r})
+        return [sum(row) for row in instances]
+'''

@@ -2,7 +2,9 @@
 models over JSON (wildcards, bad lines), TF_RECORD and TF_RECORD_GZIP inputs, every output shard
 compared with online :predict for the same instances; inputs, model and outputs in gs:// on the
 Cloud Storage emulator; the TensorFlow-only rule; and the jobs API's own rules (ids, 409s,
-patch with etags, list filters and paging, cancel of a finished job).
+patch with etags, list filters and paging, cancel of a finished job). The JSON and gs:// jobs
+run on two workers (forked by the job's fork server: TensorFlow imported after the fork, each
+worker its own Cloud Storage client).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def test_json_job_matches_online_predict_and_counts_bad_lines(setup: dict[str, A
         "".join(json.dumps(r) + "\n" for r in ROWS[25:]) + "{not json\n" + "[1.0, 2.0]\n")
     (inputs / "other.txt").write_text("[9, 9, 9]\n")  # not matched by the wildcard
     body = batchkit.prediction_job("json_job", [str(inputs / "part-*.json")], str(base / "json-out"),
-                                   modelName=f"{P}/models/tf", batchSize=8, maxWorkerCount=1)
+                                   modelName=f"{P}/models/tf", batchSize=8, maxWorkerCount=2)
     created = ml.projects().jobs().create(parent=P, body=body).execute()
     assert created["state"] == "QUEUED" and created["jobId"] == "json_job"
     assert created["predictionInput"]["batchSize"] == "8"
@@ -141,7 +143,7 @@ def test_gs_inputs_model_and_outputs(setup: dict[str, Any]) -> None:
         bucket.blob(f"in/rows-{i}.json").upload_from_string(
             "".join(json.dumps(r) + "\n" for r in ROWS[i * 20:(i + 1) * 20]))
     body = batchkit.prediction_job("gs_job", [f"gs://{BUCKET}/in/rows-*"], f"gs://{BUCKET}/out",
-                                   uri=f"gs://{BUCKET}/models/keras", maxWorkerCount=1)
+                                   uri=f"gs://{BUCKET}/models/keras", maxWorkerCount=2)
     ml.projects().jobs().create(parent=P, body=body).execute()
     job = batchkit.wait_job(ml, f"{P}/jobs/gs_job")
     assert job["state"] == "SUCCEEDED", job

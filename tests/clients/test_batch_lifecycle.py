@@ -24,28 +24,13 @@ from tests.conftest import ROOT, start_server, stop_server
 pytestmark = pytest.mark.slow
 P = "projects/p"
 ENV = {"MLEMU_BATCH_ANY_FRAMEWORK": "true", "MLEMU_PROJECT": "p"}
-SLOW_PREDICTOR = '''
-import time
-
-
-class SlowPredictor:
-    """Sums each row, taking 50 ms per call: a job over a few hundred rows runs for a while."""
-
-    @classmethod
-    def from_path(cls, model_dir):
-        return cls()
-
-    def predict(self, instances, **kwargs):
-        time.sleep(0.05)
-        return [sum(row) for row in instances]
-'''
 
 
 def _models(base: Path) -> Path:
     modelkit.sklearn_model(base / "sk", kind="logreg")
     (base / "slow-model").mkdir()
     (base / "pkg").mkdir()
-    (base / "pkg" / "slow_predictor.py").write_text(SLOW_PREDICTOR)
+    (base / "pkg" / "slow_predictor.py").write_text(batchkit.slow_predictor(0.05))
     return modelkit.bootstrap_file(base / "boot.yaml", {
         "sk": {"versions": {"v1": {"deploymentUri": str(base / "sk")}}},
         "slow": {"versions": {"v1": {"deploymentUri": str(base / "slow-model"),
@@ -97,11 +82,11 @@ def test_two_workers_cancel_and_restart(tmp_path: Path) -> None:
         assert "jobId: by_cli" in cli("describe", "by_cli").stdout
 
         # Cancel: the job is RUNNING with predictions made, then CANCELLING, then CANCELLED,
-        # and the pipeline's process group (runner and workers) is gone.
+        # and the pipeline's process group (runner, fork server and forked workers) is gone.
         _rows(tmp_path / "slow.json", 400)
         jobs.create(parent=P, body=batchkit.prediction_job(
             "to_cancel", [str(tmp_path / "slow.json")], str(tmp_path / "cancel-out"),
-            modelName=f"{P}/models/slow", batchSize=1, maxWorkerCount=1)).execute()
+            modelName=f"{P}/models/slow", batchSize=1, maxWorkerCount=2)).execute()
         batchkit.wait_job(ml, f"{P}/jobs/to_cancel", ("RUNNING",),
                           check=lambda j: int(j.get("predictionOutput", {}).get(
                               "predictionCount", "0")) > 0)

@@ -1,7 +1,12 @@
 """batch/records.py's CSV output pieces: rows as csv.DictWriter writes them, the header row, and
-the refusal of predictions that have no keys (the job fails saying why)."""
+the refusal of predictions that have no keys (the job fails saying why); a batch's records
+decoded at once, or one by one when some are bad; result lines."""
 
 from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -24,3 +29,18 @@ def test_predictions_without_keys_cannot_be_csv() -> None:
     with pytest.raises(ValueError, match="every prediction must be an object of named outputs; "
                                          "this model returned float predictions"):
         records.csv_keys(0.5)
+
+
+def test_a_batch_decodes_at_once_or_names_its_bad_records() -> None:
+    decoder = records.Decoder(cast(Any, SimpleNamespace(framework="SCIKIT_LEARN")), "")
+    good = [b"[1.0, 2.5]", b'{"x": [1, NaN]}', b'["\xc3\xa9"]']
+    instances, bad = decoder.instances(good)
+    assert bad == [] and instances[0] == [1.0, 2.5] and instances[2] == ["\u00e9"]
+    assert math.isnan(instances[1]["x"][1])
+    instances, bad = decoder.instances([b"[1]", b"{oops", b"\xff", b"[2]", b'["\\ud800"]'])
+    assert instances == [[1], [2]]
+    assert len(bad) == 3 and all(m.startswith("Failed to parse the instance as JSON: ") for m in bad)
+    assert bad[0].endswith(": {oops")
+    assert bad[1] == "Failed to parse the instance as JSON: Encountered non UTF-8 code points.: \ufffd"
+    assert "Missing low surrogate." in bad[2]  # refused as online prediction refuses it
+    assert records.result_lines([{"a": 1.5}, [1, 2]]) == '{"a": 1.5}\n[1, 2]'

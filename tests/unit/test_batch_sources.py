@@ -23,13 +23,17 @@ def test_every_line_once_across_any_range_boundaries(tmp_path: Path, monkeypatch
     lines[10] = b""  # a blank line is a record, as in ReadFromText
     path = tmp_path / "big.json"
     path.write_bytes(b"\n".join(lines[:1500]) + b"\r\n" + b"\n".join(lines[1500:]))  # no final \n
-    for step in (1, 7, 64, 1000, 4096):
+    for step, block in ((1, 1), (7, 3), (64, 5), (1000, 4096), (4096, 999)):
         monkeypatch.setattr(sources, "MIN_RANGE_BYTES", step)
         monkeypatch.setattr(sources, "RANGE_BYTES", step)
+        monkeypatch.setattr(sources, "BLOCK_BYTES", block)  # lines cross blocks, and ranges
         ranges = sources.expand([str(tmp_path / "big*.json")], "JSON", workers=2)
         assert len(ranges) > 1 and ranges[0][1] == 0 and ranges[-1][2] == path.stat().st_size
         got = [r for rng in ranges for r in sources.records("JSON", rng)]
         assert got == lines, step
+        for rng in ranges[:3]:  # batches of `size`, the range's last one shorter
+            sizes = [len(b) for b in sources.batches("JSON", rng, 16)]
+            assert all(n == 16 for n in sizes[:-1]) and 0 < sizes[-1] <= 16 if sizes else True
 
 
 def test_compressed_text_and_tfrecords_are_read_whole(tmp_path: Path) -> None:

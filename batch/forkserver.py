@@ -1,0 +1,249 @@
+"""The fork server of a job's local workers: one pre-warmed process that forks every Beam SDK
+worker of a DirectRunner job, instead of Beam starting a fresh interpreter per worker.
+
+Beam's multi-processing FnApiRunner starts each worker as a new
+`python -m apache_beam.runners.worker.sdk_worker_main` (apache_beam/runners/portability/
+fn_api_runner/fn_runner.py, FnApiRunner.run_pipeline; local_job_service.py,
+SubprocessSdkWorker), so every worker pays the Beam import and the model framework's import
+again (~1.1 s of CPU with scikit-learn), after the pipeline's process has paid its own. Here the
+pipeline's process starts this server (`python -m batch.forkserver MODULES_JSON`) first thing,
+before it imports Beam: the server imports Beam's worker modules and the job's framework while
+the pipeline process imports Beam and builds the graph, then forks one child per worker asked
+for (batch/workerpool.py asks, from Beam's StartWorker). A child runs the same entry point as
+Beam's own workers, sdk_worker_main.main, with the same environment variables
+(CONTROL_API_SERVICE_DESCRIPTOR, LOGGING_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS, WORKER_ID).
+
+Forking is safe because this process never starts gRPC (it imports the modules only; every
+channel is made by a child, after the fork) and imports no framework that starts threads:
+TensorFlow is never imported here, OpenBLAS loads without its pool (OPENBLAS_NUM_THREADS=1, the
+policy of predictors/preload.py, which lists the modules), and the model itself is loaded in each
+worker (XGBoost's OpenMP pool starts on use). The one thread Beam's import starts is pyarrow's
+jemalloc background thread, which jemalloc's own fork handlers reset in the child
+(background_thread.c, background_thread_postfork_child).
+
+Life time: the server and its children are in the pipeline's process group (a cancel kills them
+all with it). The server ends when the pipeline process closes its end of the pipe (or dies),
+killing the children left; each child gets SIGKILL if the server dies first (PR_SET_PDEATHSIG),
+so no worker outlives its job. Protocol: one JSON object per line; in: `{"env": {...}}`; out:
+`{"ready": true}` or `{"error": "..."}` once, then `{"pid": N}` per fork and
+`{"exit": N, "status": "..."}` per child that ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from batch.spec import JobSpec
+
+PR_SET_PDEATHSIG = 1
+#: What every worker imports before its first bundle: Beam's harness and the pipeline's DoFns.
+BEAM_MODULES = ("apache_beam.runners.worker.sdk_worker_main", "batch.pipeline")
+
+
+def worker_modules(spec: JobSpec) -> list[str]:
+    """The modules the fork server imports for `spec`'s workers: Beam's, and the model
+    framework's as predictors/preload.py lists them (scikit-learn or XGBoost; never TensorFlow,
+    which starts threads as it loads). A pickled model of unnamed framework is taken as
+    scikit-learn (XGBoost's pickled estimators import it too)."""
+    from predictors import find_model_file, preload
+
+    framework = spec.framework.upper()
+    if not framework and not spec.prediction_class and os.path.isdir(spec.model_dir):
+        with contextlib.suppress(Exception):  # a bad model directory: the workers say why
+            framework = find_model_file(spec.model_dir)[1] or "SCIKIT_LEARN"
+    return [*BEAM_MODULES, *preload.MODULES.get(framework, ())]
+
+
+class ForkServer:
+    """The pipeline process's handle on its fork server (stdlib only: made before Beam loads)."""
+
+    def __init__(self, modules: list[str], on_death: Callable[[str], None]) -> None:
+        """Start the server importing `modules`; `on_death(message)` is called (from a thread)
+        if a worker or the server itself dies while the job runs."""
+        self.on_death = on_death
+        self.finished = False
+        self._lock = threading.Lock()
+        self._replies: list[dict[str, Any]] = []
+        self._arrived = threading.Condition()
+        self.workers: list[int] = []
+        self.error = ""  # the server's start-up failure, once known
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "batch.forkserver", json.dumps(modules), str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        threading.Thread(target=self._read, name="forkserver-replies", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            reply = json.loads(line)
+            if "exit" in reply:
+                if reply["status"] != "exited with code 0" and not self.finished:
+                    self.on_death(f"Batch prediction worker {reply['exit']} {reply['status']}.")
+                continue
+            self.error = self.error or reply.get("error", "")
+            with self._arrived:
+                self._replies.append(reply)
+                self._arrived.notify_all()
+        code = self.proc.wait()
+        message = self.error or f"The batch prediction workers' fork server ended (code {code})."
+        with self._arrived:
+            self._replies.append({"error": message})
+            self._arrived.notify_all()
+        if not self.finished:
+            self.on_death(message)
+
+    def _next(self) -> dict[str, Any]:
+        with self._arrived:
+            self._arrived.wait_for(lambda: bool(self._replies))
+            reply = self._replies[0]
+            if "error" not in reply:  # an error stays: every later request gets it too
+                self._replies.pop(0)
+            return reply
+
+    def fork(self, env: dict[str, str]) -> int:
+        """A new worker running with `env`; its pid. RuntimeError saying why if the server
+        could not start (e.g. the framework failed to import)."""
+        with self._lock:
+            if not self.workers:
+                ready = self._next()
+                if "error" in ready:
+                    raise RuntimeError(ready["error"])
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.write(json.dumps({"env": env}).encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError:
+                pass  # the server is gone: its reader says why
+            reply = self._next()
+            if "error" in reply:
+                raise RuntimeError(reply["error"])
+            self.workers.append(int(reply["pid"]))
+            return self.workers[-1]
+
+    def close(self) -> None:
+        """End the server (and any worker left), and wait for it, so its CPU and its workers'
+        count as this process's children."""
+        self.finished = True
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent ends (Linux; elsewhere the process group's kill by
+    a cancel and the control channel's end still stop it)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the call above
+        os._exit(1)
+
+
+def _status(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+    return f"exited with code {code}"
+
+
+def _run_worker(env: dict[str, str], server: int, replies: int) -> None:
+    """In a forked child: run the Beam SDK harness as sdk_worker_main does, then end without the
+    interpreter's teardown (unloading Beam and the framework took 0.2-0.3 s per worker, and the
+    runner has everything it needs once the control stream ended)."""
+    code = 1
+    try:
+        _die_with_parent(server)
+        os.close(replies)  # the server's alone: its end tells the pipeline process it is gone
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(2, 1)  # stdout is the reply pipe: worker output goes to the pipeline's log
+        os.close(null)
+        os.environ.update(env)
+        # Beam's import logged a warning through logging.warning, which gave the root logger a
+        # stderr handler; the harness sends its records to the runner, which logs them at the
+        # pipeline's level (FnApiLogRecordHandler; BasicLoggingService in worker_handlers.py).
+        logging.getLogger().handlers.clear()
+        from apache_beam.runners.worker import sdk_worker_main
+
+        sdk_worker_main.main([])
+        code = 0
+    except BaseException:  # noqa: BLE001 - reported in the log; the exit status says it
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(modules: list[str], parent: int, requests: BinaryIO, replies: BinaryIO) -> int:
+    def reply(message: dict[str, Any]) -> None:
+        replies.write(json.dumps(message).encode() + b"\n")
+        replies.flush()
+
+    _die_with_parent(parent)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # predictors/preload.py says why
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - the job fails with this message
+        reply({"error": f"The batch prediction workers could not import {name}: "
+                        f"{type(exc).__name__}: {exc}"})
+        return 1
+    reply({"ready": True})
+    me, fd, pending = os.getpid(), requests.fileno(), b""
+    children: set[int] = set()
+    while True:
+        readable, _, _ = select.select([fd], [], [], 0.2)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if not pid:
+                break
+            children.discard(pid)
+            reply({"exit": pid, "status": _status(status)})
+        if not readable:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:  # the pipeline process is done (or gone): so are its workers
+            break
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            pid = os.fork()
+            if pid == 0:
+                _run_worker(json.loads(line)["env"], me, replies.fileno())
+            children.add(pid)
+            reply({"pid": pid})
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    return 0
+
+
+if __name__ == "__main__":
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything an import prints goes to the log, not into the replies
+    code = serve(json.loads(sys.argv[1]), int(sys.argv[2]), sys.stdin.buffer, replies)
+    replies.flush()
+    os._exit(code)
