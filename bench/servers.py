@@ -110,9 +110,13 @@ class Mlemu(Server):
         return f"http://127.0.0.1:{self.port}/v1/projects/bench/models/{model}:predict"
 
     def settings(self) -> str:
+        from settings import Settings  # the layout the server will choose on this machine
+
+        workers, threads = Settings.from_env({}).worker_layout()
         return ("`python app.py serve` at its defaults: gunicorn, workers and threads from the CPUs "
-                "(2 x 8 on 2 CPUs), adaptive batching on (64 instances), XGBoost 1 OpenMP thread "
-                "per call; MLEMU_MAX_REQUEST_BYTES=64 MiB; gRPC only in the gRPC scenario")
+                f"and memory ({workers} x {threads} here), adaptive batching on (64 instances), "
+                "XGBoost 1 OpenMP thread per call; MLEMU_MAX_REQUEST_BYTES=64 MiB; gRPC only in "
+                "the gRPC scenario")
 
 
 class MlemuLever(Mlemu):
