@@ -73,6 +73,9 @@ class Emulator:
     instruments: Instruments | None = None
     #: Request-response logging of versions with a requestLoggingConfig.
     request_log: RequestLogger = dataclasses.field(init=False, repr=False, compare=False)
+    #: (store change token, versions held) at the last prune_deployments (on_tick's thread only).
+    pruned_at: tuple[object, frozenset[tuple[str, str]]] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.
@@ -117,7 +120,13 @@ class Emulator:
         self.store.update_version(version, record)
 
     def prune_deployments(self) -> None:
-        """Free the predictors of versions another process or instance deleted or re-created."""
+        """Free the predictors of versions another process or instance deleted or re-created.
+        Skipped while neither the store nor what this process holds changed since the last
+        prune: it reads every held version from the store (200 queries with 200 models)."""
+        token = self.store.change_token()  # before the reads, as registry/lookup.py takes it
+        held = self.deployments.incarnations()
+        if token is not None and self.pruned_at == (token, held):
+            return
 
         def current_uid(name: str) -> str | None:
             version = self.store.get_version(name)
@@ -125,6 +134,7 @@ class Emulator:
 
         for name in self.deployments.prune(current_uid):
             log.info("unloaded %s: deleted or re-created elsewhere", name)
+        self.pruned_at = (token, held)
 
     def store_problem(self) -> str | None:
         """Why the store cannot be used now (a damaged, read-only or unreachable store), if so."""

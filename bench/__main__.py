@@ -6,8 +6,13 @@ test; the servers take turns round after round and the figures are medians over 
 wrk and h2load count statuses only; the answers are checked in full outside the timed runs and
 sampled during them. Phases: cold starts, in-process levers, one-row load (REST), the
 RandomForest c=1 batching A/B, large requests against the in-process floor (TensorFlow too), V2
-gRPC, and many models. Writes bench/results/results-<time>.json (raw) and bench/RESULTS.md, and
-prints the ratio and target tables.
+gRPC, many models and batch jobs. Writes bench/results/results-<time>.json (raw) and
+bench/RESULTS.md, and prints the ratio and target tables.
+
+`--into RAW --phases P` re-runs self-contained phases (their figures are one key of the raw
+results: levers, ab, many, batch) and writes them into an earlier run's raw file, e.g. after a
+change that only those phases measure; RESULTS.md then says which phases were re-run, when, at
+which commit and with which command.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -27,6 +34,8 @@ from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
 PHASES = ("cold", "levers", "load", "ab", "big", "grpc", "many", "batch")
+#: Phases whose figures are one key of the raw results (`--into` can replace them alone).
+SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "many": "many", "batch": "batch"}
 DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
@@ -46,6 +55,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="load rounds (overrides the plan's)")
     parser.add_argument("--seconds", type=float, help="seconds per measured wrk run (overrides)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--into", type=Path, metavar="RAW",
+                        help="write the figures of the --phases run (only "
+                        f"{', '.join(SELF_CONTAINED)}) into this earlier raw results file")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args()
     names = [n for n in (args.servers or (QUICK if args.quick or args.smoke else DEFAULT)).split(",")
@@ -59,6 +71,11 @@ def main() -> None:
     for phase in phases:
         if phase not in PHASES:
             parser.error(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
+        if args.into and phase not in SELF_CONTAINED:
+            parser.error(f"--into takes only self-contained phases ({', '.join(SELF_CONTAINED)}): "
+                         f"{phase!r} measures per server; run it in a full run")
+    if args.into and not args.into.is_file():
+        parser.error(f"--into: {args.into} is not a raw results file")
     started = time.time()
     plan = Plan.of(args.quick, args.smoke)
     if args.rounds:
@@ -68,7 +85,8 @@ def main() -> None:
     bench = Bench(plan, args.out, names)
     if args.models:
         bench.models = tuple(m for m in models.MODELS if m in args.models.split(","))
-    results: dict[str, Any] = {"quick": args.quick, "smoke": args.smoke,
+    command = "python -m bench " + shlex.join(sys.argv[1:])
+    results: dict[str, Any] = {"quick": args.quick, "smoke": args.smoke, "command": command,
                                "plan": dataclasses.asdict(plan), "phases": phases,
                                "environment": report.environment(names), "servers": {},
                                "floor": {}}
@@ -104,6 +122,8 @@ def main() -> None:
         size, rounds = (20_000, 1) if args.smoke else (100_000, 1) if args.quick else (1_000_000, 3)
         phase("batch", lambda: results.update(batch=batch.measure_all(args.out, size, rounds)))
     results["elapsed_s"] = time.time() - started
+    if args.into:
+        results = _merged_into(json.loads(args.into.read_text()), results, phases)
     raw = args.out / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     raw.write_text(json.dumps(results, indent=1))
     table = report.table(results)
@@ -111,6 +131,24 @@ def main() -> None:
     print(f"raw figures: {raw}; {results['elapsed_s'] / 60:.1f} min")
     if not (args.no_report or args.smoke):
         report.write_results_md(HERE / "RESULTS.md", results, table, raw)
+
+
+def _merged_into(earlier: dict[str, Any], rerun: dict[str, Any], phases: list[str]) -> dict[str, Any]:
+    """The earlier run's results with the re-run phases' figures in place of its own, and a
+    record of the re-run (RESULTS.md states it)."""
+    merged = dict(earlier)
+    for phase in phases:
+        key = SELF_CONTAINED[phase]
+        if key in rerun:
+            merged[key] = rerun[key]
+        else:
+            merged.pop(key, None)
+            merged.setdefault("failed_phases", []).append(phase)
+    merged["reruns"] = [*earlier.get("reruns", []), {
+        "phases": phases, "command": rerun["command"], "elapsed_s": rerun["elapsed_s"],
+        "date_utc": rerun["environment"]["date_utc"],
+        "mlemu_commit": rerun["environment"]["mlemu_commit"]}]
+    return merged
 
 
 if __name__ == "__main__":

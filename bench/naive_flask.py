@@ -5,10 +5,10 @@ system, as a peer for `make bench` (and the only one for TensorFlow).
 `predict`, XGBoost `Booster.predict` on a DMatrix, or the SavedModel's `serving_default`
 signature (its one input, its one output) on a float32 tensor. The model in BENCH_MODEL_DIR is
 loaded when the module is imported, in each gunicorn worker. Run by the bench under gunicorn from
-mlemu's environment with mlemu's default process layout (2 workers x 8 threads on 2 CPUs), so the
-difference it measures is the serving path, not the process layout:
+mlemu's environment with the process layout mlemu's defaults choose on the machine (2 workers x 32
+threads on 2 CPUs), so the difference it measures is the serving path, not the process layout:
 
-    gunicorn --workers 2 --threads 8 --chdir bench naive_flask:app
+    gunicorn --workers 2 --threads 32 --chdir bench naive_flask:app
 """
 
 import os

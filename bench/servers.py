@@ -110,9 +110,11 @@ class Mlemu(Server):
         return f"http://127.0.0.1:{self.port}/v1/projects/bench/models/{model}:predict"
 
     def settings(self) -> str:
+        workers, threads = _mlemu_layout()
         return ("`python app.py serve` at its defaults: gunicorn, workers and threads from the CPUs "
-                "(2 x 8 on 2 CPUs), adaptive batching on (64 instances), XGBoost 1 OpenMP thread "
-                "per call; MLEMU_MAX_REQUEST_BYTES=64 MiB; gRPC only in the gRPC scenario")
+                f"and memory ({workers} x {threads} here), adaptive batching on (64 instances), "
+                "XGBoost 1 OpenMP thread per call; MLEMU_MAX_REQUEST_BYTES=64 MiB; gRPC only in "
+                "the gRPC scenario")
 
 
 class MlemuLever(Mlemu):
@@ -236,6 +238,13 @@ class KServe(Server):
                 "(gRPC on, latency logging on); KServe V1 REST")
 
 
+def _mlemu_layout() -> tuple[int, int]:
+    """(workers, threads) mlemu's defaults choose on this machine."""
+    from settings import Settings
+
+    return Settings.from_env({}).worker_layout()
+
+
 class NaiveFlask(Server):
     name = "flask"
     models = ALL_MODELS
@@ -244,16 +253,20 @@ class NaiveFlask(Server):
         if len(model_dirs) != 1:
             raise ValueError("the naive Flask app serves one model")
         ((_, d),) = model_dirs.items()
-        argv = [sys.executable, "-m", "gunicorn", "--workers", "2", "--threads", "8", "--chdir",
-                str(ROOT / "bench"), "--bind", f"127.0.0.1:{self.port}", "naive_flask:app"]
+        workers, threads = _mlemu_layout()
+        argv = [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--threads",
+                str(threads), "--chdir", str(ROOT / "bench"), "--bind", f"127.0.0.1:{self.port}",
+                "naive_flask:app"]
         return argv, {"BENCH_MODEL_DIR": str(d)}
 
     def url(self, model: str) -> str:
         return f"http://127.0.0.1:{self.port}/predict"
 
     def settings(self) -> str:
+        workers, threads = _mlemu_layout()
         return ("bench/naive_flask.py (Flask, model loaded at import, numpy in, `.tolist()` out) "
-                "under gunicorn --workers 2 --threads 8 (mlemu's default layout)")
+                f"under gunicorn --workers {workers} --threads {threads} (the layout mlemu's "
+                "defaults choose here)")
 
 
 SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads8": MlemuThreads8,

@@ -2,14 +2,21 @@
 
 Each prometheus_client update takes a lock and, in multiprocess mode, writes an mmap'd file (a
 request's five values cost ~20 us of CPU, measured). Instead each thread adds to its own rows
-(plain lists only it writes, so no lock and no lost update); `flush` (every second, from a
+(plain lists only it writes, so no lock and no lost update); `flush` (every second or so, from a
 background thread, and by the process answering a scrape just before it reads) adds what changed
-since the last flush. A scrape may thus miss the last second of another process's requests;
-totals are exact.
+since the last flush. A scrape may thus miss the last second (with very many label sets, the last
+few seconds, see below) of another process's requests; totals are exact.
 
 Histograms are flushed into the child's own bucket and sum values: prometheus_client has no
 public way to add many observations at once (its Histogram child keeps `_buckets`, one per upper
 bound, and `_sum`; tests/observability/test_metrics_live.py checks the result).
+
+A flush costs time in proportion to the rows: one per thread and label set. With many models
+(200 versions spread over 4 busy threads, 4 rows each per version) it took tens of milliseconds
+of GIL time every second, ~5 % of a worker's (py-spy, 2026-11-24), and a request that needed the
+GIL meanwhile waited. So the background flush is paced to take at most FLUSH_SHARE of the time
+(never less often than every MAX_FLUSH_S), skips a row that did not change at one comparison (each
+row counts its own updates), and lets other threads run between slices of rows.
 """
 
 from __future__ import annotations
@@ -30,7 +37,14 @@ def bounds(buckets: tuple[float, ...]) -> tuple[float, ...]:
 class Tally:
     """Per-thread rows of counter and histogram children, flushed together (see module doc)."""
 
+    #: Seconds between background flushes, at least (and while flushes are cheap).
     FLUSH_S = 1.0
+    #: Most share of the time the background flush may take: a slower flush runs less often...
+    FLUSH_SHARE = 0.01
+    #: ...but at least this often, so another process's scrape is never further behind.
+    MAX_FLUSH_S = 10.0
+    #: Rows flushed between chances for other threads to take the GIL.
+    SLICE_ROWS = 256
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -44,8 +58,8 @@ class Tally:
         except AttributeError:
             rows = self._local.rows = {}
         row = rows.get(child)
-        if row is None:
-            row = rows[child] = [0.0] * (1 if bounds is None else len(bounds) + 1)
+        if row is None:  # the value (or sum and buckets), then the number of updates
+            row = rows[child] = [0.0] * (2 if bounds is None else len(bounds) + 2)
             with self._lock:
                 self._rows.append((child, bounds, row, list(row)))
                 if self._flusher is None:
@@ -62,6 +76,7 @@ class Tally:
         except (AttributeError, KeyError):  # this thread's first use of `child`
             row = self._row(child, None)
         row[0] += amount
+        row[-1] += 1
 
     def observe(self, child: Any, bounds: tuple[float, ...], value: float) -> None:
         try:
@@ -70,22 +85,25 @@ class Tally:
             row = self._row(child, bounds)
         row[0] += value
         row[1 + bisect_left(bounds, value)] += 1
+        row[-1] += 1
 
     def flush(self) -> None:
         with self._lock:
-            for child, bounds, row, last in self._rows:
-                now = list(row)  # one atomic copy; the owner thread may add more meanwhile
-                if now == last:
+            for done, (child, bounds, row, last) in enumerate(self._rows, 1):
+                if row[-1] == last[-1]:  # no update since the last flush
                     continue
+                now = list(row)  # one atomic copy; the owner thread may add more meanwhile
                 if bounds is None:
                     child.inc(now[0] - last[0])
                 else:
                     if now[0] != last[0]:
                         child._sum.inc(now[0] - last[0])
-                    for i in range(1, len(now)):
+                    for i in range(1, len(now) - 1):
                         if now[i] != last[i]:
                             child._buckets[i - 1].inc(now[i] - last[i])
                 last[:] = now
+                if not done % self.SLICE_ROWS:
+                    time.sleep(0)  # releases the GIL: a waiting request runs now, not in 5 ms
 
 
 def _flush(ref: weakref.ref[Tally]) -> bool:
@@ -97,8 +115,17 @@ def _flush(ref: weakref.ref[Tally]) -> bool:
 
 
 def _flush_loop(ref: weakref.ref[Tally]) -> None:
-    """Every FLUSH_S seconds while the tally lives (an emulator dropped in a test ends it)."""
+    """Flush while the tally lives (an emulator dropped in a test ends it), paced: every
+    FLUSH_S, or FLUSH_SHARE of the time a flush takes when that is longer, up to MAX_FLUSH_S."""
+    wait = Tally.FLUSH_S
     while True:
-        time.sleep(Tally.FLUSH_S)
+        time.sleep(wait)
+        started = time.perf_counter()
         if not _flush(ref):
             return
+        wait = pace(time.perf_counter() - started)
+
+
+def pace(took: float) -> float:
+    """Seconds to the next background flush after one that took `took` seconds."""
+    return min(Tally.MAX_FLUSH_S, max(Tally.FLUSH_S, took / Tally.FLUSH_SHARE))

@@ -189,6 +189,11 @@ class Deployments:
                 dropped.append(name)
         return dropped
 
+    def incarnations(self) -> frozenset[tuple[str, str]]:
+        """(name, uid) of every version held or unloaded by the cap: what `prune` checks."""
+        return frozenset([(name, e.uid) for name, e in list(self._entries.items())]
+                         + list(self._unloaded.items()))
+
     def loaded(self) -> dict[str, Predictor]:
         return {n: e.value for n, e in list(self._entries.items())
                 if not isinstance(e.value, ApiError)}

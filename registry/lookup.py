@@ -36,9 +36,9 @@ def serving_version(store: Store, ref: ModelRef) -> Version:
 
     The result is shared between requests: callers must not modify it. Results are cached per
     thread on the store (Store.per_thread: change token, {ref: version}). Every request still asks
-    the store whether anything changed (one cheap query, see Store.change_token), so a version
-    deleted or changed by any worker stops being served at once, as with a full read; only
-    unchanged reads are saved.
+    the store whether anything changed (Store.change_token: for SQLite a word of memory every
+    process shares, registry/change_signal.py), so a version deleted or changed by any worker
+    stops being served at once, as with a full read; only unchanged reads are saved.
     """
     token = store.change_token()
     if token is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from errors import Unavailable
+from registry.change_signal import ChangeSignal
 from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 
 __all__ = ["KINDS", "SqliteStore", "Store", "open_store"]
@@ -40,6 +41,8 @@ class SqliteStore(Store):
         #: Bumped by this process's writes and transaction ends: PRAGMA data_version only sees
         #: other connections' commits, not the calling connection's own.
         self._writes = 0
+        #: Every process's commits, without a query (registry/change_signal.py); None: the query.
+        self._signal = ChangeSignal.open(self.path.with_name(self.path.name + "-changes"))
         with self._conn() as conn:  # create the schema once, under the write lock
             conn.execute("BEGIN IMMEDIATE")
             for kind in KINDS:
@@ -120,7 +123,7 @@ class SqliteStore(Store):
                 conn.execute("COMMIT")
             finally:
                 local.depth = 0
-                self._writes += 1
+                self._committed()
 
     def _check(self, kind: str) -> None:
         if kind not in KINDS:
@@ -148,16 +151,29 @@ class SqliteStore(Store):
                 "ON CONFLICT(name) DO UPDATE SET parent = excluded.parent, body = excluded.body",
                 (name, parent, json.dumps(body)),
             )
-        self._writes += 1
+        self._wrote()
 
     def delete(self, kind: str, name: str) -> bool:
         self._check(kind)
         with self._conn() as conn:
             cur = conn.execute(f"DELETE FROM {kind} WHERE name = ?", (name,))
-        self._writes += 1
+        self._wrote()
         return cur.rowcount > 0
 
+    def _wrote(self) -> None:
+        """A statement wrote: committed now, unless a transaction commits it at its end."""
+        self._writes += 1
+        if self._signal is not None and not self._local.depth:
+            self._signal.signal()
+
+    def _committed(self) -> None:
+        self._writes += 1
+        if self._signal is not None:
+            self._signal.signal()
+
     def change_token(self) -> object | None:
+        if self._signal is not None:
+            return (self._signal.value(), self._writes)
         with self._conn() as conn:
             (version,) = conn.execute("PRAGMA data_version").fetchone()
         return (self._writes, version, id(conn))

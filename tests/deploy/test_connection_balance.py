@@ -24,6 +24,27 @@ def serving_pid(conn: http.client.HTTPConnection) -> int:
     return int(json.loads(answer.read())["pid"])
 
 
+def closed_by_server(url: str, timeout: float = 20.0) -> None:
+    """Until the server has closed its side of every connection a client closed: none of the
+    server port's sockets is left in CLOSE_WAIT (state 08 in /proc/net/tcp), so each worker has
+    counted its connections down. Closing is asynchronous: without this, a connection opened
+    right after a close can race the server's noticing it."""
+    port = int(url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as lines:
+                for line in list(lines)[1:]:
+                    fields = line.split()
+                    if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "08":
+                        waiting += 1
+        if not waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the server did not close {waiting} connection(s) the client closed")
+
+
 def both_workers_up(url: str) -> None:
     """Until both workers answer (the server is ready as soon as one is)."""
     seen = set()
@@ -32,6 +53,7 @@ def both_workers_up(url: str) -> None:
         seen.add(serving_pid(conn))
         conn.close()
         if len(seen) == 2:
+            closed_by_server(url)  # the probes' connections are off the board
             return
         time.sleep(0.05)
     raise AssertionError(f"only worker {seen} answered")
@@ -65,6 +87,7 @@ def test_a_closed_connection_makes_room_on_its_worker(live_server):
     for conn, pid in zip(pool, pids, strict=True):
         if pid == emptied:
             conn.close()
+    closed_by_server(server.url)
     fresh = [connect(server.url) for _ in range(2)]
     assert [serving_pid(conn) for conn in fresh] == [emptied, emptied]
     for conn in pool + fresh:

@@ -37,3 +37,29 @@ def test_versions_deleted_elsewhere_are_unloaded_here(make_app: Any, tmp_path: P
     assert here.post(f"{M}/m/versions/v2:predict", json=ROWS).status_code == 404  # at once
     here.emu.tasks.tick()
     assert list(here.emu.deployments.loaded()) == ["projects/p/models/m/versions/v1"]
+
+
+def test_a_prune_reads_the_store_only_after_a_change(make_app: Any, tmp_path: Path,
+                                                     monkeypatch: Any) -> None:
+    modelkit.sklearn_model(tmp_path / "a", kind="logreg")
+    here, there = make_app(), make_app()
+    # Every write goes through `there`: `here` runs no task, so no background tick of its own
+    # prunes meanwhile; the prunes below are the test's.
+    there.post(M, json={"name": "m"})
+    created = there.post(f"{M}/m/versions", json={"name": "v1", "deploymentUri": str(tmp_path / "a")})
+    _wait(there, created.json)
+    assert here.post(f"{M}/m/versions/v1:predict", json=ROWS).status_code == 200
+    reads: list[str] = []
+    get_version = here.emu.store.get_version
+    monkeypatch.setattr(here.emu.store, "get_version", lambda name: reads.append(name) or get_version(name))
+    here.emu.prune_deployments()
+    assert reads == ["projects/p/models/m/versions/v1"]  # the first prune reads what is held
+    here.emu.prune_deployments()
+    here.emu.prune_deployments()
+    assert len(reads) == 1  # nothing changed since: no reads
+    there.post(M, json={"name": "other"})  # any change elsewhere: the next prune reads again
+    here.emu.prune_deployments()
+    assert len(reads) == 2
+    assert "error" not in _wait(there, there.delete(f"{M}/m/versions/v1").json)
+    here.emu.prune_deployments()
+    assert list(here.emu.deployments.loaded()) == []

@@ -76,3 +76,29 @@ def test_errors_are_not_cached(store):
     store.put_model(Model(name="projects/p/models/nope", default_version="v1"))
     store.put_version(Version(name="projects/p/models/nope/versions/v1", state="READY"))
     assert lookup.serving_version(store, ModelRef("p", "nope")).state == "READY"
+
+
+def test_other_process_transaction_is_seen(store):
+    lookup.serving_version(store, REF)
+    code = (f"from registry.store import SqliteStore\n"
+            f"s = SqliteStore({str(store.path)!r})\n"
+            f"with s.transaction():\n"
+            f"    v = s.get_version({NAME!r}); v.state = 'FAILED'; s.put_version(v)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    with pytest.raises(FailedPrecondition):
+        lookup.serving_version(store, REF)
+
+
+def test_without_a_signal_file_changes_are_still_seen(tmp_path):
+    # The signal file cannot be made (a directory holds its name): the store asks SQLite instead.
+    (tmp_path / "db.sqlite3-changes").mkdir()
+    store = SqliteStore(tmp_path / "db.sqlite3")
+    store.put_model(Model(name="projects/p/models/m", default_version="v1"))
+    store.put_version(Version(name=NAME, deployment_uri="/x", state="READY"))
+    first = lookup.serving_version(store, REF)
+    assert lookup.serving_version(store, REF) is first
+    code = (f"from registry.store import SqliteStore\n"
+            f"SqliteStore({str(store.path)!r}).delete('models', 'projects/p/models/m')\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    with pytest.raises(NotFound):
+        lookup.serving_version(store, REF)
