@@ -14,10 +14,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from batch.spec import JobSpec
+
+#: Longest `Run.cancel` waits for the job's processes to be gone after the kill.
+GROUP_EXIT_S = 5.0
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,10 +66,19 @@ class Run:
         return done, failed
 
     def cancel(self) -> None:
-        """Kill the pipeline and every worker it started."""
+        """Kill the pipeline and every worker it started; return once none of them is left
+        (a killed process's exit is asynchronous: its children may take a moment after the
+        pipeline process is reaped), or after GROUP_EXIT_S."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        deadline = time.monotonic() + GROUP_EXIT_S
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, 0)  # anyone left in the job's process group?
+            except ProcessLookupError:
+                return
+            time.sleep(0.01)
 
     def result(self) -> dict[str, Any]:
         try:
