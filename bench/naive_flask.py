@@ -5,10 +5,12 @@ system, as a peer for `make bench` (and the only one for TensorFlow).
 `predict`, XGBoost `Booster.predict` on a DMatrix, or the SavedModel's `serving_default`
 signature (its one input, its one output) on a float32 tensor. The model in BENCH_MODEL_DIR is
 loaded when the module is imported, in each gunicorn worker. Run by the bench under gunicorn from
-mlemu's environment with the process layout mlemu's defaults choose on the machine (2 workers x 32
-threads on 2 CPUs), so the difference it measures is the serving path, not the process layout:
+mlemu's environment, one worker per CPU with 8 threads each: its best layout on 2 CPUs (with the
+2 x 32 mlemu's defaults choose it served less and less steadily: 1,777-2,401 requests/s for the
+TensorFlow model at c=8 and 107-384 for RandomForest at c=64 in one run, bench/NOTES.md), so it is
+measured at its best:
 
-    gunicorn --workers 2 --threads 32 --chdir bench naive_flask:app
+    gunicorn --workers 2 --threads 8 --chdir bench naive_flask:app
 """
 
 import os

@@ -253,20 +253,17 @@ class NaiveFlask(Server):
         if len(model_dirs) != 1:
             raise ValueError("the naive Flask app serves one model")
         ((_, d),) = model_dirs.items()
-        workers, threads = _mlemu_layout()
-        argv = [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--threads",
-                str(threads), "--chdir", str(ROOT / "bench"), "--bind", f"127.0.0.1:{self.port}",
-                "naive_flask:app"]
+        argv = [sys.executable, "-m", "gunicorn", "--workers", "2", "--threads", "8", "--chdir",
+                str(ROOT / "bench"), "--bind", f"127.0.0.1:{self.port}", "naive_flask:app"]
         return argv, {"BENCH_MODEL_DIR": str(d)}
 
     def url(self, model: str) -> str:
         return f"http://127.0.0.1:{self.port}/predict"
 
     def settings(self) -> str:
-        workers, threads = _mlemu_layout()
         return ("bench/naive_flask.py (Flask, model loaded at import, numpy in, `.tolist()` out) "
-                f"under gunicorn --workers {workers} --threads {threads} (the layout mlemu's "
-                "defaults choose here)")
+                "under gunicorn --workers 2 --threads 8: its best layout here (with mlemu's "
+                "2 x 32 it served less and less steadily, bench/NOTES.md)")
 
 
 SERVERS: dict[str, type[Server]] = {"mlemu": Mlemu, "mlemu-threads8": MlemuThreads8,
