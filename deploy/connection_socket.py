@@ -64,11 +64,13 @@ class ConnectionSocket(socket.socket):
 
     def uncork(self) -> None:
         """Send what was collected, and write through from now on."""
-        corked, self._corked, self._corked_size = self._corked, None, 0
-        if corked:
-            super().sendall(corked[0] if len(corked) == 1 else b"".join(corked))
+        try:
+            self._flush()
+        finally:
+            self._corked = None
 
     def _flush(self) -> None:
+        """Send what was collected (one write), collecting on."""
         if self._corked:
             corked, self._corked, self._corked_size = self._corked, [], 0
             super().sendall(b"".join(corked))

@@ -123,7 +123,7 @@ class SqliteStore(Store):
                 conn.execute("COMMIT")
             finally:
                 local.depth = 0
-                self._committed()
+                self._wrote(committed=True)
 
     def _check(self, kind: str) -> None:
         if kind not in KINDS:
@@ -151,24 +151,20 @@ class SqliteStore(Store):
                 "ON CONFLICT(name) DO UPDATE SET parent = excluded.parent, body = excluded.body",
                 (name, parent, json.dumps(body)),
             )
-        self._wrote()
+        self._wrote(committed=not self._local.depth)
 
     def delete(self, kind: str, name: str) -> bool:
         self._check(kind)
         with self._conn() as conn:
             cur = conn.execute(f"DELETE FROM {kind} WHERE name = ?", (name,))
-        self._wrote()
+        self._wrote(committed=not self._local.depth)
         return cur.rowcount > 0
 
-    def _wrote(self) -> None:
-        """A statement wrote: committed now, unless a transaction commits it at its end."""
+    def _wrote(self, committed: bool) -> None:
+        """A write; every process is signalled once it is committed (a statement outside a
+        transaction at once, one inside at the transaction's end)."""
         self._writes += 1
-        if self._signal is not None and not self._local.depth:
-            self._signal.signal()
-
-    def _committed(self) -> None:
-        self._writes += 1
-        if self._signal is not None:
+        if committed and self._signal is not None:
             self._signal.signal()
 
     def change_token(self) -> object | None:
