@@ -111,10 +111,20 @@ def _length(value: Any) -> str:
         return "no list of"
 
 
+#: Prediction types whose JSON text never contains ", " (exact types: a subclass such as
+#: numpy.float64 may encode otherwise, so it takes the per-line way).
+_PLAIN_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def result_lines(predictions: list[Any]) -> str:
     """The result lines of a batch, one `json.dumps(prediction)` each, joined by newlines."""
     # json.dumps' defaults are the service's separators (", ", ": "); passing no options keeps
     # the module's cached encoder (any option builds a new JSONEncoder per call).
+    if _PLAIN_SCALARS.issuperset(map(type, predictions)):
+        # A classifier's labels or a regressor's values: one encoder call for the whole list
+        # gives each item's json.dumps text between ", " separators, which no such item's text
+        # contains, so the lines are the same bytes at a tenth of the cost per prediction.
+        return json.dumps(predictions)[1:-1].replace(", ", "\n")
     return "\n".join(map(json.dumps, predictions))
 
 

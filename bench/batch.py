@@ -2,12 +2,15 @@
 1 and 2 workers, against the in-process floor. `python -m bench.batch [--instances N]`; the full
 bench (`python -m bench`) runs it too, with 1,000,000 instances.
 
-- floor: one process (its framework already imported) loads the model, reads the same file,
-  decodes each line (orjson, the fastest decoder at hand; a job's workers decode with it too,
-  as online prediction does), predicts in batches of `batchSize` with the same predictor code,
-  and writes one JSON line per prediction (json.dumps: the service's line format, as the
-  workers write it).
-  No Beam, no child (so neither a process start nor Beam's import and set-up).
+- floor: a fresh process (`python -m bench.batch --floor`, timed from its start to its exit, as
+  a job's process is) loads the model (importing its framework), reads the same file, decodes
+  each line (orjson, the fastest decoder at hand; a job's workers decode with it too, as online
+  prediction does), predicts in batches of `batchSize` with the same predictor code, and writes
+  each batch's lines with the workers' own writer (batch/records.result_lines: the service's
+  line format). No Beam: what a job costs over it is Beam's import, the pipeline and its
+  runner. `floor_warm` is the same loop in the bench's own process, its framework already
+  imported (the floor of the earlier runs; shown beside, not a target): it leaves out the one
+  start-up cost a job cannot avoid, the model framework's import (~0.8 s with scikit-learn).
 - job: the Beam pipeline as a job runs it (batch/launcher.Run: a child process, DirectRunner;
   1 worker in memory, 2 forked by the job's fork server), from start to the end of the last shard,
   process start-up included. The peak resident memory of the pipeline's process tree is
@@ -35,6 +38,7 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -60,14 +64,11 @@ def write_instances(path: Path, n: int) -> None:
             f.write("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def floor(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
-    """Instances per second of one process doing the job's work in a plain loop."""
+def floor_work(model_dir: Path, inputs: Path, out: Path) -> int:
+    """The job's work in a plain loop, in this process: the number of instances predicted."""
     import predictors
+    from batch import records
 
-    # The framework's import is not: the first floor of a run would pay it, the others not (the
-    # process keeps it). So every floor measures from an imported framework and a cached file.
-    predictors.load(str(model_dir))[0].close()
-    started, cpu = time.perf_counter(), time.process_time()  # the model load is work, as in a job
     predictor, _ = predictors.load(str(model_dir))
     count = 0
     with open(inputs, "rb") as src, open(out, "w") as dst:
@@ -75,12 +76,33 @@ def floor(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
         for line in src:
             batch.append(orjson.loads(line))
             if len(batch) == BATCH_SIZE:
-                dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
+                dst.write(records.result_lines(predictor.predict(batch)) + "\n")
                 count += len(batch)
                 batch = []
         if batch:
-            dst.write("".join(json.dumps(p) + "\n" for p in predictor.predict(batch)))
+            dst.write(records.result_lines(predictor.predict(batch)) + "\n")
             count += len(batch)
+    return count
+
+
+def floor(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
+    """Instances per second of a fresh process doing the job's work in a plain loop."""
+    started, cpu = time.perf_counter(), _children_cpu()
+    done = subprocess.run([sys.executable, "-m", "bench.batch", "--floor", str(model_dir),
+                           str(inputs), str(out)], cwd=str(HERE.parent), capture_output=True,
+                          text=True, check=True)
+    seconds = time.perf_counter() - started
+    count = int(done.stdout.split()[-1])
+    return {"rate": count / seconds, "seconds": seconds, "cpu_s": _children_cpu() - cpu}
+
+
+def floor_warm(model_dir: Path, inputs: Path, out: Path) -> dict[str, float]:
+    """The same loop in this process, its framework imported beforehand (not timed)."""
+    import predictors
+
+    predictors.load(str(model_dir))[0].close()
+    started, cpu = time.perf_counter(), time.process_time()  # the model load is work, as in a job
+    count = floor_work(model_dir, inputs, out)
     seconds = time.perf_counter() - started
     return {"rate": count / seconds, "seconds": seconds, "cpu_s": time.process_time() - cpu}
 
@@ -156,12 +178,13 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
     inputs = root / f"batch-{n}.json"
     if not inputs.exists():
         write_instances(inputs, n)
-    runs: dict[str, list[dict[str, float]]] = {"floor": [], "w1": [], "w2": []}
+    runs: dict[str, list[dict[str, float]]] = {"floor": [], "floor_warm": [], "w1": [], "w2": []}
     for i in range(rounds):
-        order = ["floor", "w1", "w2"]
-        for name in order[i % 3:] + order[:i % 3]:
-            if name == "floor":
-                runs[name].append(floor(dirs[model], inputs, root / "floor-out.json"))
+        order = ["floor", "w1", "w2", "floor_warm"]
+        for name in order[i % 4:] + order[:i % 4]:
+            if name.startswith("floor"):
+                measure_floor = floor if name == "floor" else floor_warm
+                runs[name].append(measure_floor(dirs[model], inputs, root / "floor-out.json"))
             else:
                 runs[name].append(job(dirs[model], inputs, root / f"job-{name}", int(name[1]), n))
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
@@ -169,8 +192,9 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
     cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
     path = {k: statistics.median(r["path_s"] for r in runs[k]) for k in ("w1", "w2")}
     return {"instances": n, "model": model, "batch_size": BATCH_SIZE, "rounds": rounds,
-            "floor_rate": rate["floor"], "w1_rate": rate["w1"], "w2_rate": rate["w2"],
-            "w1_vs_floor": rate["w1"] / rate["floor"], "w2_vs_w1": rate["w2"] / rate["w1"],
+            "floor_rate": rate["floor"], "floor_warm_rate": rate["floor_warm"],
+            "w1_rate": rate["w1"], "w2_rate": rate["w2"], "w1_vs_floor": rate["w1"] / rate["floor"],
+            "w1_vs_floor_warm": rate["w1"] / rate["floor_warm"], "w2_vs_w1": rate["w2"] / rate["w1"],
             "cpu_s": cpu, "path_s": path, "w1_path_rate": n / path["w1"],
             "w2_path_rate": n / path["w2"], "w2_vs_w1_path": path["w1"] / path["w2"],
             "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
@@ -184,7 +208,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", default="logreg", choices=sorted(models.MODELS))
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--floor", nargs=3, type=Path, metavar=("MODEL_DIR", "INPUTS", "OUT"),
+                        help="run the floor's loop in this process and print its count")
     args = parser.parse_args()
+    if args.floor:
+        print(floor_work(*args.floor))
+        sys.stdout.flush()
+        os._exit(0)  # as a job's process ends (batch/__main__.py): no module teardown
     args.out.mkdir(parents=True, exist_ok=True)
     result = measure_all(args.out, args.instances, args.rounds, args.model)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))

@@ -104,8 +104,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
     check("idle PSS MiB (one sklearn model) vs best model server", mine(pss),
           peers(pss, False, MODEL_SERVERS), "<=", 0.5)
     batch = results.get("batch", {})  # issue 19: batch prediction jobs (bench/batch.py)
-    check("batch job, 1 worker, instances/s vs in-process floor", batch.get("w1_rate"),
-          batch.get("floor_rate"), ">=", 0.7)
+    check("batch job, 1 worker, instances/s vs in-process floor (a fresh process)",
+          batch.get("w1_rate"), batch.get("floor_rate"), ">=", 0.7)
+    check("batch job, 1 worker vs the floor run with its framework already imported",
+          batch.get("w1_rate"), batch.get("floor_warm_rate"), "info", 0.7)
     check("batch job, 2 workers, instances/s vs 1 worker", batch.get("w2_rate"),
           batch.get("w1_rate"), ">=", 1.6)
     check("batch job, 2 workers vs 1 worker on the CPU critical path (a free core each)",
@@ -120,6 +122,9 @@ def table(results: dict[str, Any]) -> str:
             lines.append(f"| {label} | {fmt(a)} | {fmt(b)} | - | {op} {bound} | not measured |")
             continue
         r = a / b
+        if op == "info":  # shown beside a target's row, not a target itself
+            lines.append(f"| {label} | {fmt(a)} | {fmt(b)} | {r:.2f}x | - | (not a target) |")
+            continue
         met = {">=": r >= bound, "<=": r <= bound, "<": r < bound}[op]
         lines.append(f"| {label} | {fmt(a)} | {fmt(b)} | {r:.2f}x | {op} {bound} | "
                      f"{'yes' if met else 'NO'} |")

@@ -4,10 +4,12 @@ decoded at once, or one by one when some are bad; result lines."""
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from batch import records
@@ -44,3 +46,16 @@ def test_a_batch_decodes_at_once_or_names_its_bad_records() -> None:
     assert bad[1] == "Failed to parse the instance as JSON: Encountered non UTF-8 code points.: \ufffd"
     assert "Missing low surrogate." in bad[2]  # refused as online prediction refuses it
     assert records.result_lines([{"a": 1.5}, [1, 2]]) == '{"a": 1.5}\n[1, 2]'
+
+
+def test_result_lines_are_json_dumps_of_each_prediction_whatever_the_types() -> None:
+    """Scalar predictions take the one-call way; the bytes must be each one's json.dumps."""
+    cases: list[list[Any]] = [
+        [0, 1, 1, 0], [0.5, -0.0, 1e20, 1e-07, float("nan"), float("inf"), -float("inf")],
+        [True, False, None, 3, 2.5, 10**30], [], [7],
+        ["a, b", 1],  # a string holds ", ": not a plain scalar, line by line
+        [{"classes": 1, "scores": [0.25, 0.75]}, [1, 2]], [np.float64(0.5), 1.0],
+    ]
+    for predictions in cases:
+        want = "\n".join(json.dumps(p) for p in predictions)
+        assert records.result_lines(predictions) == want, predictions
