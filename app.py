@@ -80,16 +80,19 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
-    # Plain :predict requests are served before Flask's per-request machinery (same steps).
+    # Every request is counted and access-logged once: Flask's by this middleware around it...
     emu = flask_app.extensions["mlemu"]
-    flask_app.wsgi_app = PredictFastPath(flask_app.wsgi_app, emu)  # type: ignore[method-assign]
-    # Outermost: every request is counted and access-logged once, the fast path's included.
+    observed = None
     if emu.instruments is not None or settings.log_format == "json" or settings.access_log_on:
         vertex = settings.vertex
         routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
-        flask_app.wsgi_app = ObservedApp(  # type: ignore[method-assign]
-            flask_app.wsgi_app, emu.instruments, access=settings.access_log_on,
-            vertex_routes=routes)
+        observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
+                               access=settings.access_log_on, vertex_routes=routes)
+        flask_app.wsgi_app = observed  # type: ignore[method-assign]
+    # ...and outermost, plain :predict requests are served before Flask's per-request machinery
+    # (same steps), counted and logged through the same middleware's begin/end.
+    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
+        flask_app.wsgi_app, emu, observed)
     return flask_app
 
 

@@ -1,10 +1,11 @@
 """WSGI middleware in front of every HTTP protocol: request metrics and the access log.
 
-It wraps the whole app (the :predict fast path included), so each request is counted once
-whichever protocol served it. Protocol and method come from the path through a fixed table (a
-bounded label set; `classify`); model and version from what `dataplane.resolve` recorded in the
-request context (empty when the request never reached a known version). The access log entry is
-Cloud Logging's `httpRequest` (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#HttpRequest).
+It wraps the whole app but the :predict fast path (protocols/aiplatform.PredictFastPath), which
+sits in front of it and records its own requests through the same `begin`/`end`, so each
+request is counted once whichever protocol served it. Protocol and method come from the path
+through a fixed table (a bounded label set; `classify`); model and version from what
+`dataplane.resolve` recorded in the request context (empty when the request never reached a
+known version). The access log entry is Cloud Logging's `httpRequest` (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#HttpRequest).
 """
 
 from __future__ import annotations
@@ -76,13 +77,7 @@ class ObservedApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = perf_counter()
-        if "HTTP_TRACEPARENT" in environ or "HTTP_X_CLOUD_TRACE_CONTEXT" in environ:
-            ctx = context.parse_trace({
-                "traceparent": environ.get("HTTP_TRACEPARENT", ""),
-                "x-cloud-trace-context": environ.get("HTTP_X_CLOUD_TRACE_CONTEXT", "")})
-        else:
-            ctx = RequestContext()
-        token = CURRENT.set(ctx)
+        ctx, token = self.begin(environ)
         seen: list[Any] = ["500", None]
 
         def observe_start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
@@ -92,21 +87,37 @@ class ObservedApp:
         try:
             return self.app(environ, observe_start)
         finally:
-            try:
-                self._record(environ, ctx, seen[0], seen[1], perf_counter() - started)
-            finally:
-                CURRENT.reset(token)
+            path = environ.get("PATH_INFO", "")
+            verb = environ.get("REQUEST_METHOD", "")
+            self.end(environ, ctx, token, classify(path, verb, self.vertex_routes), seen[0],
+                     seen[1], started)
 
-    def _record(self, environ: dict[str, Any], ctx: context.RequestContext, code: str,
-                headers: list[tuple[str, str]] | None, seconds: float) -> None:
-        path = environ.get("PATH_INFO", "")
-        verb = environ.get("REQUEST_METHOD", "")
-        if self.instruments is not None:
-            protocol, method = classify(path, verb, self.vertex_routes)
-            self.instruments.request("http", protocol, method, ctx.model, ctx.version, code,
-                                     seconds)
-        if self.access:
-            self._access_log(environ, path, verb, code, headers, seconds)
+    def begin(self, environ: dict[str, Any]) -> tuple[RequestContext, Any]:
+        """Open a request's context (its trace, if the headers carry one) for what runs next."""
+        if "HTTP_TRACEPARENT" in environ or "HTTP_X_CLOUD_TRACE_CONTEXT" in environ:
+            ctx = context.parse_trace({
+                "traceparent": environ.get("HTTP_TRACEPARENT", ""),
+                "x-cloud-trace-context": environ.get("HTTP_X_CLOUD_TRACE_CONTEXT", "")})
+        else:
+            ctx = RequestContext()
+        return ctx, CURRENT.set(ctx)
+
+    def end(self, environ: dict[str, Any], ctx: RequestContext, token: Any,
+            kind: tuple[str, str], code: str, headers: list[tuple[str, str]] | None,
+            started: float) -> None:
+        """Count and log a request `begin` opened, as (protocol, method) `kind`; close its
+        context. protocols/aiplatform.PredictFastPath calls begin and end itself, knowing its
+        requests' kind and answer without the wrapping above."""
+        seconds = perf_counter() - started
+        try:
+            if self.instruments is not None:
+                self.instruments.request("http", kind[0], kind[1], ctx.model, ctx.version, code,
+                                         seconds)
+            if self.access:
+                self._access_log(environ, environ.get("PATH_INFO", ""),
+                                 environ.get("REQUEST_METHOD", ""), code, headers, seconds)
+        finally:
+            CURRENT.reset(token)
 
     def _access_log(self, environ: dict[str, Any], path: str, verb: str, code: str,
                     headers: list[tuple[str, str]] | None, seconds: float) -> None:

@@ -49,6 +49,8 @@ class BatchObserver(Protocol):
 
     def waited(self, seconds: float) -> None: ...
 
+    def model_call(self, seconds: float, instances: Any) -> None: ...
+
 #: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
 DEFAULT_MAX_INSTANCES = 64
 
@@ -101,10 +103,13 @@ class Batcher:
     """Merges concurrent `predict(instances)` calls to one predict function (see module doc)."""
 
     def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES,
-                 observer: BatchObserver | None = None) -> None:
+                 observer: BatchObserver | None = None, times_calls: bool = False) -> None:
+        """`times_calls`: `predict` is not timed by itself (no observability/instrument.py
+        wrapper around it), so each model call is timed here, to `observer.model_call`."""
         self._predict = predict
         self.max_instances = max_instances
         self.observer = observer
+        self._timed = observer.model_call if observer is not None and times_calls else None
         self._lock = threading.Lock()
         self._busy = False
         self._queue: deque[_Call] = deque()
@@ -114,7 +119,7 @@ class Batcher:
     def predict(self, instances: list[Any]) -> Any:
         key = layout(instances) if 0 < len(instances) < self.max_instances else None
         if key is None:
-            return self._predict(instances)
+            return self._call(instances)
         with self._lock:
             if self._busy:
                 call: _Call | None = _Call(instances, key)
@@ -124,7 +129,7 @@ class Batcher:
                 call = None
         if call is None:  # idle: straight through
             try:
-                return self._predict(instances)
+                return self._call(instances)
             finally:
                 self._hand_off()
         if self.observer is None:
@@ -141,6 +146,17 @@ class Batcher:
         if call.error is not None:
             raise call.error
         return call.result
+
+    def _call(self, instances: list[Any]) -> Any:
+        """One model call (timed here when the predict function is not timed itself)."""
+        timed = self._timed
+        if timed is None:
+            return self._predict(instances)
+        started = time.perf_counter()
+        try:
+            return self._predict(instances)
+        finally:
+            timed(time.perf_counter() - started, instances)
 
     def _hand_off(self) -> None:
         """After a call: pick the next batch from the queue and wake its first thread to run it."""
@@ -167,7 +183,7 @@ class Batcher:
                 return
             for call in batch:
                 try:
-                    call.result = self._predict(call.instances)
+                    call.result = self._call(call.instances)
                 except BaseException as exc:  # noqa: BLE001 - handed to that request's own thread
                     call.error = exc
         finally:
@@ -182,7 +198,7 @@ class Batcher:
                     if self.observer is not None else contextlib.nullcontext())
         try:
             with counting:
-                out = self._predict(merged)
+                out = self._call(merged)
         except Exception:  # noqa: BLE001 - some request is bad: run them one by one
             return False
         if hasattr(out, "tolist"):
@@ -200,17 +216,20 @@ class Batcher:
         return True
 
 
-def _weak_predict(predictor: Any) -> PredictFn:
+def _weak_predict(predictor: Any, direct: bool = False) -> PredictFn:
     """`predictor.predict` without a strong reference to the predictor: the Batcher is the value
     of a weak-keyed dict, and a value that held its own key would keep every unloaded predictor
-    (and its model) alive for good. Whoever calls the Batcher holds the predictor meanwhile."""
+    (and its model) alive for good. Whoever calls the Batcher holds the predictor meanwhile.
+    `direct`: the class's own predict, past the timing wrapper observability/instrument.py sets
+    on the instance (the Batcher times the calls itself)."""
     ref = weakref.ref(predictor)
+    method = type(predictor).predict if direct else None
 
     def predict(instances: list[Any]) -> Any:
         target = ref()
         if target is None:  # cannot happen while a caller holds it; said plainly if it does
             raise RuntimeError("the predictor of this batcher was unloaded")
-        return target.predict(instances)
+        return target.predict(instances) if method is None else method(target, instances)
 
     return predict
 
@@ -231,8 +250,12 @@ class Batchers:
             with self._guard:
                 batcher = self._batchers.get(predictor)
                 if batcher is None or batcher.max_instances != max_instances:
+                    recorder = observer() if observer else None
+                    # A built-in framework's calls are timed by the Batcher, one wrapper fewer
+                    # per call; custom code keeps its wrapper, which also attributes its output.
+                    direct = recorder is not None and bool(getattr(predictor, "framework", ""))
                     batcher = self._batchers[predictor] = Batcher(
-                        _weak_predict(predictor), max_instances, observer() if observer else None)
+                        _weak_predict(predictor, direct), max_instances, recorder, direct)
         return batcher
 
     def existing(self, predictor: Any) -> Batcher | None:

@@ -43,8 +43,8 @@ def make_app(tmp_path: Path) -> Callable[..., Any]:
 
 
 def fast_path_of(flask_app: Any) -> Any:
-    """The app's PredictFastPath middleware (under the observability middleware when present);
-    its `.app` is Flask without the fast path."""
+    """The app's PredictFastPath middleware (the outermost); its `.app` is Flask without the fast
+    path (under the observability middleware when present)."""
     from protocols.aiplatform import PredictFastPath
 
     layer = flask_app.wsgi_app

@@ -93,3 +93,51 @@ def test_an_instrumented_predictor_is_freed_when_dropped(tmp_path: Path) -> None
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_fast_path_requests_and_model_calls_are_counted_once(make_app: Any, tmp_path: Path,
+                                                             caplog: Any) -> None:
+    """Plain :predict requests take the fast path, which counts them itself (in front of the
+    observability middleware) and whose batcher times the model calls itself: each request and
+    each model call is counted exactly once, errors with their status, and access-logged."""
+    from protocols.aiplatform import PredictFastPath
+    from tests.conftest import fast_path_of
+
+    client = make_app(bootstrap(tmp_path), access_log=True)
+    assert isinstance(client.application.wsgi_app, PredictFastPath)
+    assert fast_path_of(client.application).observed is not None
+    caplog.set_level("INFO", logger="mlemu.access")
+    for _ in range(3):
+        assert client.post("/v1/projects/p/models/iris:predict",
+                           json={"instances": [ROW, ROW]}).status_code == 200
+    bad = client.post("/v1/projects/p/models/iris/versions/v1:predict",
+                      json={"instances": [[1.0, 2.0]]})  # 2 features for a 4-feature model
+    assert bad.status_code == 400 and "Prediction failed" in bad.get_json()["error"]
+    assert client.post("/v1/projects/p/models/nope:predict",
+                       json={"instances": [ROW]}).status_code == 404
+    families = {f.name: f for f in text_string_to_metric_families(
+        client.get("/metrics").get_data(as_text=True))}
+
+    def value(family: str, sample: str, **labels: str) -> float:
+        found = [s.value for s in families[family].samples if s.name == sample
+                 and all(s.labels.get(k) == v for k, v in labels.items())]
+        assert len(found) == 1, (sample, labels, found)
+        return found[0]
+
+    fast = {"transport": "http", "protocol": "aiplatform", "method": "predict"}
+    assert value("mlemu_requests", "mlemu_requests_total", **fast, model="iris", version="v1",
+                 code="200") == 3
+    assert value("mlemu_requests", "mlemu_requests_total", **fast, model="iris", version="v1",
+                 code="400") == 1
+    assert value("mlemu_requests", "mlemu_requests_total", **fast, model="", code="404") == 1
+    assert value("mlemu_request_duration_seconds", "mlemu_request_duration_seconds_count", **fast,
+                 model="iris", version="v1") == 4
+    version = {"model": "iris", "version": "v1"}
+    assert value("mlemu_model_call_duration_seconds",
+                 "mlemu_model_call_duration_seconds_count", **version) == 4  # the failed one too
+    assert value("mlemu_instances_per_request", "mlemu_instances_per_request_sum",
+                 **version) == 7
+    logged = [r.httpRequest for r in caplog.records if hasattr(r, "httpRequest")]
+    assert [e["status"] for e in logged if "iris" in e["requestUrl"] or "nope" in e["requestUrl"]
+            ] == [200, 200, 200, 400, 404]
+    assert logged[0]["requestMethod"] == "POST" and logged[0]["responseSize"]

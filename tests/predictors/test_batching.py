@@ -7,6 +7,7 @@ queues requests behind it, then opens the gate. No timing is asserted anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -86,6 +87,60 @@ def test_queued_requests_merge_and_each_gets_its_own_slice():
     assert len(recorder.calls) == 2  # the first alone, then one merged call for the three queued
     assert sorted(map(tuple, recorder.calls[1])) == [(1, 1), (2, 2), (3, 3), (4, 4)]
     assert batcher.merged_calls == 1 and not batcher._busy
+
+
+class Observer:
+    """A BatchObserver noting what the batcher reports."""
+
+    def __init__(self):
+        self.calls: list[int] = []  # instances of each timed model call
+        self.merged: list[list[int]] = []
+        self.waits = 0
+
+    def model_call(self, seconds, instances):
+        assert seconds >= 0
+        self.calls.append(len(instances))
+
+    def merged_call(self, sizes):
+        self.merged.append(list(sizes))
+        return contextlib.nullcontext()
+
+    def waited(self, seconds):
+        self.waits += 1
+
+
+@pytest.mark.parametrize("times_calls", [True, False])
+def test_the_batcher_times_each_model_call_once_when_asked(times_calls):
+    """With `times_calls` (a built-in framework's predict, no timing wrapper of its own) every
+    model call, alone, merged or failed, is reported once; without it, none is (the wrapper
+    around custom code reports its calls)."""
+    recorder = Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
+                        else 1 / 0)
+    observer = Observer()
+    batcher = batching.Batcher(recorder, observer=observer, times_calls=times_calls)
+    requests = [[[0, 0]], [[1, 1]], [[2, 2], [3, 3]]]
+    assert _queue_behind_busy_call(batcher, recorder, requests) == {0: [0], 1: [1], 2: [2, 3]}
+    with pytest.raises(ZeroDivisionError):
+        batcher.predict([[-1, 0]])
+    assert observer.merged == [[1, 2]] and observer.waits == 2
+    assert observer.calls == ([1, 3, 1] if times_calls else [])
+
+
+def test_batchers_call_a_built_in_predict_past_its_wrapper_only_when_they_time_it(tmp_path):
+    """Batchers.get gives a built-in framework's batcher the class's own predict (the batcher
+    times it) when metrics are recorded, and keeps the instance's (wrapped) predict otherwise."""
+    modelkit.sklearn_model(tmp_path / "m", "logreg", features=2)
+    predictor, _ = predictors.load(str(tmp_path / "m"))
+    wrapped: list[int] = []
+    own = predictor.predict
+    predictor.predict = lambda instances: wrapped.append(len(instances)) or own(instances)
+    observer = Observer()
+    timed = batching.Batchers().get(predictor, observer=lambda: observer)
+    timed.predict([[0.0, 1.0]])
+    assert wrapped == [] and observer.calls == [1]
+    untimed = batching.Batchers().get(predictor)
+    untimed.predict([[0.0, 1.0]])
+    assert wrapped == [1] and observer.calls == [1]
 
 
 def test_mixed_shapes_in_one_window_are_grouped_by_layout():
