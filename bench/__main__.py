@@ -33,9 +33,10 @@ from bench.harness import Bench, Plan
 from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("cold", "levers", "load", "ab", "big", "grpc", "many", "batch")
+PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "big", "grpc", "many", "batch")
 #: Phases whose figures are one key of the raw results (`--into` can replace them alone).
-SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "many": "many", "batch": "batch"}
+SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "metrics_ab": "ab_metrics",
+                  "many": "many", "batch": "batch"}
 DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
@@ -114,6 +115,8 @@ def main() -> None:
     phase("load", lambda: load.load_rounds(bench, results))
     if "mlemu" in names and "mlemu-unbatched" in names:
         phase("ab", lambda: results.update(ab_forest_c1=load.ab_forest_c1(bench)))
+    if "mlemu" in names and "mlemu-nometrics" in names:
+        phase("metrics_ab", lambda: results.update(ab_metrics=load.ab_metrics(bench)))
     phase("big", lambda: big.big_requests(bench, results))
     phase("grpc", lambda: grpc_load.grpc_load(bench, results))
     if "mlemu" in names:

@@ -77,3 +77,36 @@ def ab_forest_c1(bench: Bench) -> dict[str, Any]:
     bench.log(f"forest c=1 p50 batched {out['batched_p50_us'] / 1e3:.2f} ms, unbatched "
               f"{out['unbatched_p50_us'] / 1e3:.2f} ms")
     return out
+
+
+def ab_metrics(bench: Bench) -> dict[str, Any]:
+    """LogisticRegression requests/s with metrics on and off (issue 18's rows), mlemu and
+    mlemu-nometrics side by side taking turns at each concurrency (the idle one takes no CPU).
+    A 5 % difference needs this: in the load phase the two run minutes apart, and this machine's
+    speed drifts by more than that from one minute to the next."""
+    servers = [bench.server("mlemu"), bench.server("mlemu-nometrics")]
+    procs = []
+    rps: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
+    try:
+        for server in servers:
+            procs.append(bench.start(server, ("logreg",), "ab-metrics")[0])
+        for c in (1, 8, 64):
+            for server in servers:
+                measure.wrk(server.url("logreg"), bench.body_file(server, "logreg"), c,
+                            bench.plan.warmup)
+            for i in range(bench.plan.ab_rounds):
+                for server in servers[i % 2:] + servers[:i % 2]:  # alternate who goes first
+                    result = bench.timed_load(server, "logreg", c,
+                                              max(1.0, bench.plan.seconds / 2))
+                    if result["errors"]:
+                        raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
+                    rps[server.name].setdefault(f"c{c}", []).append(result["rps"])
+    finally:
+        for proc in procs:
+            measure.stop(proc)
+    out: dict[str, Any] = {"runs": rps}
+    for c, runs in rps["mlemu"].items():
+        on, off = statistics.median(runs), statistics.median(rps["mlemu-nometrics"][c])
+        out[c] = {"on_rps": on, "off_rps": off}
+        bench.log(f"logreg {c} metrics on {on:.0f} rps, off {off:.0f} rps ({on / off:.2f}x)")
+    return out

@@ -226,6 +226,9 @@ This run: `{command}`.
   MLEMU_MAX_LOADED_VERSIONS at half the versions (bench/many.py).
 - RandomForest c=1 with and without batching: both mlemu servers up, taking turns
   ({plan['ab_rounds']} alternating runs each; at c=1 the idle one takes no CPU); median p50s.
+- LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by
+  side, taking turns the same way (a 5 % difference is less than this machine's drift between
+  the load phase's runs minutes apart); median requests/s.
 - Cold start: process launch to the first correct prediction with one LogisticRegression model
   (median of {plan['cold_starts']}, the servers taking turns launch by launch); idle memory 2 s
   after each one's first launch. Memory is RSS and PSS summed over the server's process tree
