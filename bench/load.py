@@ -51,27 +51,38 @@ def load_rounds(bench: Bench, results: dict[str, Any]) -> None:
         load[f"c{c}"] = median_run(figures)
 
 
-def ab_forest_c1(bench: Bench) -> dict[str, Any]:
-    """RandomForest at c=1, batched and unbatched mlemu side by side, taking turns (c=1 keeps
-    one request in flight at a time: the idle server takes no CPU)."""
-    servers = [bench.server("mlemu"), bench.server("mlemu-unbatched")]
+def _taking_turns(bench: Bench, names: tuple[str, str], model: str, concurrencies: tuple[int, ...],
+                  tag: str) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    """Two servers up side by side with `model`, taking turns run by run at each concurrency
+    (the idle one takes no CPU; who goes first alternates): every run's figures, per server and
+    concurrency."""
+    servers = [bench.server(name) for name in names]
     procs = []
+    runs: dict[str, dict[int, list[dict[str, Any]]]] = {s.name: {} for s in servers}
     try:
         for server in servers:
-            procs.append(bench.start(server, ("forest",), "ab")[0])
-        p50s: dict[str, list[float]] = {s.name: [] for s in servers}
-        for server in servers:
-            measure.wrk(server.url("forest"), bench.body_file(server, "forest"), 1,
-                        bench.plan.warmup)
-        for i in range(bench.plan.ab_rounds):
-            for server in servers[i % 2:] + servers[:i % 2]:  # alternate who goes first
-                result = bench.timed_load(server, "forest", 1, max(1.0, bench.plan.seconds / 2))
-                if result["errors"]:
-                    raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
-                p50s[server.name].append(result["p50_us"])
+            procs.append(bench.start(server, (model,), tag)[0])
+        for c in concurrencies:
+            for server in servers:
+                measure.wrk(server.url(model), bench.body_file(server, model), c,
+                            bench.plan.warmup)
+            for i in range(bench.plan.ab_rounds):
+                for server in servers[i % 2:] + servers[:i % 2]:
+                    result = bench.timed_load(server, model, c, max(1.0, bench.plan.seconds / 2))
+                    if result["errors"]:
+                        raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
+                    runs[server.name].setdefault(c, []).append(result)
     finally:
         for proc in procs:
             measure.stop(proc)
+    return runs
+
+
+def ab_forest_c1(bench: Bench) -> dict[str, Any]:
+    """RandomForest at c=1, batched and unbatched mlemu side by side, taking turns (c=1 keeps
+    one request in flight at a time: the idle server takes no CPU)."""
+    runs = _taking_turns(bench, ("mlemu", "mlemu-unbatched"), "forest", (1,), "ab")
+    p50s = {name: [r["p50_us"] for r in by_c[1]] for name, by_c in runs.items()}
     out = {"batched_p50_us": statistics.median(p50s["mlemu"]),
            "unbatched_p50_us": statistics.median(p50s["mlemu-unbatched"]), "runs": p50s}
     bench.log(f"forest c=1 p50 batched {out['batched_p50_us'] / 1e3:.2f} ms, unbatched "
@@ -84,29 +95,12 @@ def ab_metrics(bench: Bench) -> dict[str, Any]:
     mlemu-nometrics side by side taking turns at each concurrency (the idle one takes no CPU).
     A 5 % difference needs this: in the load phase the two run minutes apart, and this machine's
     speed drifts by more than that from one minute to the next."""
-    servers = [bench.server("mlemu"), bench.server("mlemu-nometrics")]
-    procs = []
-    rps: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
-    try:
-        for server in servers:
-            procs.append(bench.start(server, ("logreg",), "ab-metrics")[0])
-        for c in (1, 8, 64):
-            for server in servers:
-                measure.wrk(server.url("logreg"), bench.body_file(server, "logreg"), c,
-                            bench.plan.warmup)
-            for i in range(bench.plan.ab_rounds):
-                for server in servers[i % 2:] + servers[:i % 2]:  # alternate who goes first
-                    result = bench.timed_load(server, "logreg", c,
-                                              max(1.0, bench.plan.seconds / 2))
-                    if result["errors"]:
-                        raise measure.CheckFailed(f"{server.name}: errors in the A/B run")
-                    rps[server.name].setdefault(f"c{c}", []).append(result["rps"])
-    finally:
-        for proc in procs:
-            measure.stop(proc)
+    runs = _taking_turns(bench, ("mlemu", "mlemu-nometrics"), "logreg", (1, 8, 64), "ab-metrics")
+    rps = {name: {f"c{c}": [r["rps"] for r in results] for c, results in by_c.items()}
+           for name, by_c in runs.items()}
     out: dict[str, Any] = {"runs": rps}
-    for c, runs in rps["mlemu"].items():
-        on, off = statistics.median(runs), statistics.median(rps["mlemu-nometrics"][c])
+    for c, on_runs in rps["mlemu"].items():
+        on, off = statistics.median(on_runs), statistics.median(rps["mlemu-nometrics"][c])
         out[c] = {"on_rps": on, "off_rps": off}
         bench.log(f"logreg {c} metrics on {on:.0f} rps, off {off:.0f} rps ({on / off:.2f}x)")
     return out

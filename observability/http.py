@@ -63,6 +63,22 @@ def classify(path: str, verb: str, vertex_routes: dict[str, str]) -> tuple[str, 
     return "other", "other"
 
 
+class StartSeen:
+    """A WSGI `start_response` that notes the status code and headers it passes on ("500" and
+    None until it is called)."""
+
+    __slots__ = ("code", "headers", "start_response")
+
+    def __init__(self, start_response: StartResponse) -> None:
+        self.start_response = start_response
+        self.code = "500"
+        self.headers: list[tuple[str, str]] | None = None
+
+    def __call__(self, status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+        self.code, self.headers = status[:3], headers
+        return self.start_response(status, headers, *exc)
+
+
 class ObservedApp:
     """Counts and times every request, and writes its access log entry when asked to. A
     streamed answer (grps `streaming=true`) is timed until its iterable is returned, before its
@@ -78,19 +94,14 @@ class ObservedApp:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = perf_counter()
         ctx, token = self.begin(environ)
-        seen: list[Any] = ["500", None]
-
-        def observe_start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
-            seen[0], seen[1] = status[:3], headers
-            return start_response(status, headers, *exc)
-
+        seen = StartSeen(start_response)
         try:
-            return self.app(environ, observe_start)
+            return self.app(environ, seen)
         finally:
             path = environ.get("PATH_INFO", "")
             verb = environ.get("REQUEST_METHOD", "")
-            self.end(environ, ctx, token, classify(path, verb, self.vertex_routes), seen[0],
-                     seen[1], started)
+            self.end(environ, ctx, token, classify(path, verb, self.vertex_routes), seen.code,
+                     seen.headers, started)
 
     def begin(self, environ: dict[str, Any]) -> tuple[RequestContext, Any]:
         """Open a request's context (its trace, if the headers carry one) for what runs next."""

@@ -34,6 +34,7 @@ import auth
 import dataplane
 import wirearray
 from errors import ApiError, InvalidArgument, PredictionFailed
+from observability.http import StartSeen
 from payloads import Caller, ModelRef, NumericInstances, PredictRequest
 from web.google import check_standard_params, google_error_response, google_json, google_json_response
 from web.handlers import register_error_renderer, render_internal
@@ -236,11 +237,6 @@ _KIND = ("aiplatform", "predict")
 def _started(response: WSGIApp, environ: dict[str, Any], start_response: StartResponse
              ) -> tuple[Iterable[bytes], str, list[tuple[str, str]] | None]:
     """Run an error response, noting the status code and headers it starts with."""
-    seen: list[Any] = ["500", None]
-
-    def noted(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
-        seen[0], seen[1] = status[:3], headers
-        return start_response(status, headers, *exc)
-
-    body = response(environ, noted)
-    return body, seen[0], seen[1]
+    seen = StartSeen(start_response)
+    body = response(environ, seen)
+    return body, seen.code, seen.headers
