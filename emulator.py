@@ -187,7 +187,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.database_url, settings.state_dir)
     gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
-    options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread)
+    options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread,
+                               tensorflow_threads=settings.tensorflow_threads)
     instruments = Instruments() if settings.metrics else None
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
                               max_loaded=settings.max_loaded_versions, instruments=instruments)

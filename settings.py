@@ -81,6 +81,7 @@ SETTINGS = (
     Var("default_project", ("MLEMU_PROJECT",)),
     Var("public_url", ("MLEMU_PUBLIC_URL",)),
     Var("xgboost_nthread", ("MLEMU_XGBOOST_NTHREAD",), INTEGER),
+    Var("tensorflow_threads", ("MLEMU_TENSORFLOW_THREADS",), INTEGER),
     Var("batch_max_instances", ("MLEMU_BATCH_MAX_INSTANCES",), INTEGER),
     Var("max_loaded_versions", ("MLEMU_MAX_LOADED_VERSIONS",), INTEGER),
     Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
@@ -121,6 +122,9 @@ class Settings:
     iam_config: Path | None = None
     #: OpenMP threads one XGBoost predict call may use; see predictors/xgboost.py for the policy.
     xgboost_nthread: int = 1
+    #: Threads of one TensorFlow session call; 1 runs it in the request's thread (predictors/
+    #: tensorflow.py, `session_config`).
+    tensorflow_threads: int = 1
     #: Bound on one merged call of adaptive batching; 0 turns batching off (predictors/batching.py).
     batch_max_instances: int = 64
     #: Most versions each serving process keeps loaded; beyond it the least recently used one is

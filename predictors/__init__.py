@@ -139,22 +139,20 @@ def load(
 ) -> tuple[Predictor, str]:
     """Load a version's predictor, configured with `options` (the loading emulator's; defaults
     otherwise); returns it with the framework that was used ("" for custom)."""
-    predictor, used = _load(model_dir, framework, prediction_class, package_dirs)
-    predictor.configure(options or PredictorOptions())
-    return predictor, used
-
-
-def _load(model_dir: str, framework: str | None, prediction_class: str | None,
-          package_dirs: Sequence[str]) -> tuple[Predictor, str]:
+    options = options or PredictorOptions()
     if prediction_class:
         from predictors import custom
 
-        return custom.load(model_dir, prediction_class, package_dirs), framework or ""
+        predictor = custom.load(model_dir, prediction_class, package_dirs)
+        predictor.configure(options)
+        return predictor, framework or ""
     path, implied = find_model_file(model_dir, framework)
     if framework is None:
         framework = implied
     if framework is None:
         obj = load_pickled(path)
         framework = framework_of(obj)
-        return predictor_class(framework).from_object(obj, model_dir), framework  # type: ignore[attr-defined]
-    return predictor_class(framework).from_path(model_dir), framework.upper()
+        predictor = predictor_class(framework).from_object(obj, model_dir)  # type: ignore[attr-defined]
+        predictor.configure(options)
+        return predictor, framework
+    return predictor_class(framework).load_configured(model_dir, options), framework.upper()

@@ -38,6 +38,8 @@ class PredictorOptions:
 
     #: OpenMP threads of one XGBoost call (MLEMU_XGBOOST_NTHREAD; see predictors/xgboost.py).
     xgboost_nthread: int = 1
+    #: Threads of one TensorFlow session call (MLEMU_TENSORFLOW_THREADS; predictors/tensorflow.py).
+    tensorflow_threads: int = 1
 
 
 class Predictor(abc.ABC):
@@ -70,6 +72,14 @@ class Predictor(abc.ABC):
     @abc.abstractmethod
     def predict(self, instances: list[Any], **kwargs: Any) -> Any:
         """Predictions for `instances`, in order, as JSON-ready Python values."""
+
+    @classmethod
+    def load_configured(cls, model_dir: str, options: PredictorOptions) -> Predictor:
+        """`from_path`, then `configure`: how predictors.load loads a built-in framework's model.
+        A class whose options shape the loading itself (TensorFlow's session) overrides it."""
+        predictor = cls.from_path(model_dir)
+        predictor.configure(options)
+        return predictor
 
     def configure(self, options: PredictorOptions) -> None:
         """Apply the loading emulator's options (predictors.load calls this after loading)."""

@@ -13,6 +13,9 @@ the fork would be a dead pool in every worker. Hence:
   the worker processes, the same policy as XGBoost's one thread per call.
 - After importing, the master checks that it still runs one thread; if not, it says so loudly
   (the fork would still work for pure-Python modules, but a framework broke the rule).
+
+A framework a worker imports itself (TensorFlow) is frozen there after its import, for the
+collector's sake rather than for sharing: see `freeze_imported`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import gc
 import importlib
 import logging
 import os
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 log = logging.getLogger("mlemu.preload")
 
@@ -83,3 +88,22 @@ def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str
     # so the workers keep sharing them (https://docs.python.org/3/library/gc.html#gc.freeze).
     gc.freeze()
     return done
+
+
+def freeze_imported(module: str, import_module: Callable[[], Any]) -> Any:
+    """`import_module()` (which imports `module`); after its first import in this process, freeze
+    every object then alive (gc.freeze), as the master does after `preload`.
+
+    TensorFlow's import builds ~320,000 Python objects that live as long as the process. Left in
+    the collector's generations, every full collection walks them all: ~100-130 ms during which no
+    thread of the worker runs, several times a minute under load (the requests in flight keep
+    promoting objects to the oldest generation, and CPython collects it fully once those reach a
+    quarter of it). That was mlemu's TensorFlow tail at c=8: a p99 of 7-21 ms where the p50 was
+    1.4 ms (bench/NOTES.md). Frozen, they are never walked again. Only the first import freezes:
+    a model loaded later stays collectable, so unloading it frees it (its graph holds cycles).
+    """
+    first = module not in sys.modules
+    imported = import_module()
+    if first:
+        gc.freeze()
+    return imported

@@ -18,7 +18,19 @@ Callables are made once per feed/fetch set and are thread-safe, so one model ser
 Signature choice (AI Platform `signature_name`, TF Serving `signature_name`): the requested one,
 else `serving_default`, else the only one; a miss names the signatures the model has.
 
-TensorFlow is imported by `from_path` only, never by `import predictors`.
+Thread policy (MLEMU_TENSORFLOW_THREADS, `session_config`): by default a session call runs every
+op in the request's own thread, on one core (ConfigProto inter_op_parallelism_threads=-1,
+intra_op_parallelism_threads=1; DirectSession then runs its executor in the caller's thread,
+tensorflow/core/common_runtime/direct_session.cc `run_in_caller_thread_`). Parallelism comes from
+the worker processes and batching, as for BLAS and XGBoost. TensorFlow's own default (a pool of
+one thread per core for each of inter- and intra-op work, per process) hands every op of a
+one-row call to a pool thread and back, and its spinning pool threads compete with the request
+threads of the same and the other workers for the cores: at c=8 that cost ~10 % of requests/s
+and gave a p99 of 5-21 ms in runs where this policy's was 2.7-3 ms (bench/NOTES.md).
+
+TensorFlow is imported by `from_path` only, never by `import predictors`; its first import
+freezes the objects it creates out of the collector's reach (predictors/preload.py,
+`freeze_imported`).
 """
 
 from __future__ import annotations
@@ -32,8 +44,8 @@ import numpy as np
 
 from errors import ModelLoadError, PredictionFailed
 from observability import logs
-from predictors import TENSORFLOW, find_model_file, json_batch, json_tensor, json_values, register
-from predictors.base import Predictor, Signature, TensorSpec
+from predictors import TENSORFLOW, find_model_file, json_batch, json_tensor, json_values, preload, register
+from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 from predictors.tensorflow_examples import ExampleSignatures
 from predictors.tf_gradients import GradientGraphs
 
@@ -87,6 +99,27 @@ def _dtype_name(enum_value: int) -> str:
     return str(types_pb2.DataType.Name(enum_value))
 
 
+def _import_tensorflow() -> Any:
+    import tensorflow as tf
+
+    return tf
+
+
+def session_config(tf: Any, threads: int) -> Any:
+    """The ConfigProto of every session of a version (see the module docstring): `threads` 1 runs
+    a call in the caller's thread, N > 1 gives it N intra-op and N inter-op threads, 0 leaves
+    TensorFlow's defaults (one per core). TensorFlow sizes its intra-op pool once per process,
+    from the first session, so one process serves every version with the first one's count."""
+    config = tf.compat.v1.ConfigProto()
+    if threads == 1:
+        config.inter_op_parallelism_threads = -1
+        config.intra_op_parallelism_threads = 1
+    elif threads > 1:
+        config.inter_op_parallelism_threads = threads
+        config.intra_op_parallelism_threads = threads
+    return config
+
+
 def _op_message(exc: Exception) -> str:
     message = str(getattr(exc, "message", "") or exc)
     # Python's session wraps the runtime's message; TF Serving reports the runtime's own.
@@ -100,14 +133,18 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
     accepted_parameters = frozenset({"signature_name"})
     batchable = True
 
-    def __init__(self, tf: Any, session: Any, meta_graph: Any, model_dir: str) -> None:
+    def __init__(self, tf: Any, session: Any, meta_graph: Any, model_dir: str,
+                 threads: int = 1) -> None:
         self._tf = tf
         self._session = session
+        #: MLEMU_TENSORFLOW_THREADS as this version's sessions were made with (`session_config`).
+        self.threads = threads
         self._run_errors = (tf.errors.OpError, ValueError, TypeError)
         self._callables: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
         self._callables_lock = threading.Lock()
         self.model_dir = model_dir
-        self._gradient_graphs = GradientGraphs(tf, model_dir, SERVE_TAG)  # built when explained
+        self._gradient_graphs = GradientGraphs(tf, model_dir, SERVE_TAG,  # built when explained
+                                               session_config(tf, threads))
         self._defs = dict(meta_graph.signature_def)
         self.signatures: dict[str, SignatureInfo] = {
             name: SignatureInfo(
@@ -119,13 +156,20 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
         }
 
     @classmethod
-    def from_path(cls, model_dir: str) -> TensorFlowPredictor:
+    def load_configured(cls, model_dir: str, options: PredictorOptions) -> TensorFlowPredictor:
+        predictor = cls.from_path(model_dir, threads=options.tensorflow_threads)
+        predictor.configure(options)
+        return predictor
+
+    @classmethod
+    def from_path(cls, model_dir: str, threads: int = 1) -> TensorFlowPredictor:
+        """The SavedModel in `model_dir`, its sessions run with `threads` (`session_config`)."""
         find_model_file(model_dir, TENSORFLOW)
         try:
             # Its import prints banners to stderr whatever TF_CPP_MIN_LOG_LEVEL says: they go
             # through logging instead (observability/logs.py).
             with logs.native_stderr("tensorflow"):
-                import tensorflow as tf
+                tf = preload.freeze_imported("tensorflow", _import_tensorflow)
         except ImportError:  # e.g. the container image built with WITH_TENSORFLOW=false
             raise ModelLoadError(
                 "TensorFlow is not installed in this mlemu (requirements-tf.txt; container images "
@@ -133,7 +177,7 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
             ) from None
 
         graph = tf.Graph()
-        session = tf.compat.v1.Session(graph=graph)
+        session = tf.compat.v1.Session(graph=graph, config=session_config(tf, threads))
         try:
             with graph.as_default():
                 meta_graph = tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG], model_dir)
@@ -143,7 +187,7 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
                 f"Could not load the model: {model_dir}. {type(exc).__name__}: {_op_message(exc)}"
             ) from None
         graph.finalize()  # serving never adds ops; a finalized graph makes sure of it
-        return cls(tf, session, meta_graph, model_dir)
+        return cls(tf, session, meta_graph, model_dir, threads)
 
     # -- signatures -------------------------------------------------------------------------
 

@@ -31,15 +31,16 @@ class _Graph:
 
 
 class GradientGraphs:
-    def __init__(self, tf: Any, model_dir: str, tag: str) -> None:
+    def __init__(self, tf: Any, model_dir: str, tag: str, config: Any) -> None:
         self._tf, self._model_dir, self._tag = tf, model_dir, tag
+        self._config = config  # the serving session's ConfigProto (its thread policy)
         self._graphs: dict[tuple[str, str, tuple[str, ...]], _Graph] = {}
         self._lock = threading.Lock()
 
     def _build(self, signature: str, output: str, inputs: tuple[str, ...]) -> _Graph:
         tf = self._tf
         graph = tf.Graph()
-        session = tf.compat.v1.Session(graph=graph)
+        session = tf.compat.v1.Session(graph=graph, config=self._config)
         with graph.as_default():
             meta = tf.compat.v1.saved_model.loader.load(session, [self._tag], self._model_dir)
             sig = meta.signature_def[signature]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -204,6 +205,39 @@ def test_import_predictors_does_not_import_tensorflow() -> None:
     code = ("import sys, predictors, predictors.tensorflow, predictors.json_tensor; "
             "assert 'tensorflow' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+_THREAD_POLICY = """
+import gc, json, os, sys
+import predictors
+from predictors.base import PredictorOptions
+
+options = PredictorOptions(tensorflow_threads=int(sys.argv[2]))
+predictor, _ = predictors.load(sys.argv[1], options=options)
+for _ in range(20):
+    assert predictor.predict([[1.0], [2.0]]) == [[2.0], [4.0]]
+print(json.dumps({"threads": len(os.listdir("/proc/self/task")), "policy": predictor.threads,
+                  "frozen": gc.get_freeze_count(), "collected": len(gc.get_objects())}))
+"""
+
+
+def test_sessions_run_in_the_callers_thread_and_the_import_is_frozen(models: dict[str, Any]) -> None:
+    # Each in a fresh process: TensorFlow sizes its pools once per process, at the first session.
+    def run(threads: int) -> dict[str, int]:
+        done = subprocess.run([sys.executable, "-c", _THREAD_POLICY, str(models["tf1"]), str(threads)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    ours, tensorflows = run(1), run(0)
+    assert (ours["policy"], tensorflows["policy"]) == (1, 0)
+    # The default starts no inter-op pool and a one-thread intra-op pool: fewer threads than
+    # TensorFlow's own default of a pool per core for each.
+    assert ours["threads"] < tensorflows["threads"]
+    # TensorFlow's import (~320,000 objects) left the collector's generations; what is left for
+    # it to walk is this process's own objects.
+    for process in (ours, tensorflows):
+        assert process["frozen"] > 200_000
+        assert process["collected"] < 50_000
 
 
 def test_numbers_convert_as_tf_serving_converts_them(tf2: TensorFlowPredictor,

@@ -28,7 +28,7 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
     full = Settings(state_dir=tmp_path / "state", config_file=tmp_path / "boot.yaml",
                     host="0.0.0.0", port=9000, workers=3, threads=5, max_request_bytes=10,
                     default_project="p", iam_mode="enforce", iam_config=tmp_path / "iam.yaml",
-                    xgboost_nthread=0, batch_max_instances=0, max_loaded_versions=0,
+                    xgboost_nthread=0, tensorflow_threads=0, batch_max_instances=0, max_loaded_versions=0,
                     database_url="sqlite:///x.db",
                     grpc_port=0, grpc_workers=4, public_url="https://x.run.app", log_level="debug",
                     extra={"MLEMU_X_FLAG": "1"}, max_message_bytes=11, grps_default_model="m-v1",
