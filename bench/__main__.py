@@ -5,14 +5,16 @@ One server is under load at a time, each started as its users start it with only
 test; the servers take turns round after round and the figures are medians over the rounds.
 wrk and h2load count statuses only; the answers are checked in full outside the timed runs and
 sampled during them. Phases: cold starts, in-process levers, one-row load (REST), the
-RandomForest c=1 batching A/B, large requests against the in-process floor (TensorFlow too), V2
-gRPC, many models and batch jobs. Writes bench/results/results-<time>.json (raw) and
-bench/RESULTS.md, and prints the ratio and target tables.
+RandomForest c=1 batching A/B, metrics on/off, each model's c=8 p99 against the peer with the
+lowest (taking turns; the peer chosen from the load phase), large requests against the in-process
+floor (TensorFlow too), V2 gRPC, many models and batch jobs. Writes
+bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the ratio and target
+tables.
 
 `--into RAW --phases P` re-runs self-contained phases (their figures are one key of the raw
-results: levers, ab, many, batch) and writes them into an earlier run's raw file, e.g. after a
-change that only those phases measure; RESULTS.md then says which phases were re-run, when, at
-which commit and with which command.
+results: levers, ab, metrics_ab, tail_ab, many, batch) and writes them into an earlier run's raw
+file, e.g. after a change that only those phases measure; RESULTS.md then says which phases were
+re-run, when, at which commit and with which command.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from bench.harness import Bench, Plan
 from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "big", "grpc", "many", "batch")
+PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "tail_ab", "big", "grpc", "many",
+          "batch")
 #: Phases whose figures are one key of the raw results (`--into` can replace them alone).
 SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "metrics_ab": "ab_metrics",
-                  "many": "many", "batch": "batch"}
+                  "tail_ab": "ab_tail", "many": "many", "batch": "batch"}
 DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
@@ -117,6 +120,10 @@ def main() -> None:
         phase("ab", lambda: results.update(ab_forest_c1=load.ab_forest_c1(bench)))
     if "mlemu" in names and "mlemu-nometrics" in names:
         phase("metrics_ab", lambda: results.update(ab_metrics=load.ab_metrics(bench)))
+    # The peer each model's p99 is compared with comes from the load phase: this run's, or with
+    # --into the earlier run's.
+    loaded = json.loads(args.into.read_text()) if args.into else results
+    phase("tail_ab", lambda: results.update(ab_tail=load.ab_tail(bench, loaded)))
     phase("big", lambda: big.big_requests(bench, results))
     phase("grpc", lambda: grpc_load.grpc_load(bench, results))
     if "mlemu" in names:

@@ -229,6 +229,10 @@ This run: `{command}`.
 - LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by
   side, taking turns the same way (a 5 % difference is less than this machine's drift between
   the load phase's runs minutes apart); median requests/s.
+- c=8 p99, every model: mlemu and the peer with the lowest c=8 p99 in the load phase up side by
+  side, taking turns the same way; each one's median p99 over the runs is what the p99 targets
+  judge (a p99 is the slowest hundredth of a run: a spell of other work on this shared machine
+  moves it far more than a median, and the load phase's rounds are minutes apart).
 - Cold start: process launch to the first correct prediction with one LogisticRegression model
   (median of {plan['cold_starts']}, the servers taking turns launch by launch); idle memory 2 s
   after each one's first launch. Memory is RSS and PSS summed over the server's process tree
