@@ -222,8 +222,9 @@ This run: `{command}`.
   "Model call alone" is the model on a ready array, best of {plan['floor_repeats']}.
 - Many models: mlemu with {results.get('many', {}).get('versions', '-')} LogisticRegression
   versions in one bootstrap file against one version: launch to ready, idle PSS, c=8 one-row
-  latency with requests spread over every version in turn, and the same with
-  MLEMU_MAX_LOADED_VERSIONS at half the versions (bench/many.py).
+  latency with requests spread over every version in turn (the one- and the all-version server
+  up side by side, taking turns: {plan['ab_rounds']} runs each, medians), and the same with
+  MLEMU_MAX_LOADED_VERSIONS at half the versions, alone (bench/many.py).
 - RandomForest c=1 with and without batching: both mlemu servers up, taking turns
   ({plan['ab_rounds']} alternating runs each; at c=1 the idle one takes no CPU); median p50s.
 - LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by
