@@ -81,8 +81,34 @@ def _stop_listening(worker: Any) -> None:
         listener.close()
 
 
+def post_fork(server: Any, worker: Any) -> None:
+    """In a new worker, before gunicorn gives it its own signal handlers: note a SIGTERM sent
+    meanwhile, for `post_worker_init` to act on.
+
+    A master told to stop while it is still starting workers sends SIGTERM to a worker forked a
+    moment earlier. Until `Worker.init_signals` runs, that worker still has the master's handler,
+    copied by fork, which only queues the signal in the worker's copy of the master's queue
+    (gunicorn/arbiter.py, `Arbiter.signal`), where nothing reads it. The worker would then serve
+    and accept connections until the master kills it at graceful_timeout.
+    """
+    queued = getattr(server, "SIG_QUEUE", None)
+    early = False
+    while queued is not None:
+        try:
+            early = queued.get_nowait() == signal.SIGTERM or early
+        except Exception:  # noqa: BLE001 - queue.Empty: the copy is drained
+            break
+    worker.mlemu_stop_early = early
+
+    def note(sig: int, frame: Any) -> None:
+        worker.mlemu_stop_early = True
+
+    signal.signal(signal.SIGTERM, note)
+
+
 def post_worker_init(worker: Any) -> None:
-    """Close each gthread worker's listeners as soon as it is told to stop (see the docstring)."""
+    """Close each gthread worker's listeners as soon as it is told to stop (see the docstring),
+    also when it was told before it could listen for it (`post_fork`)."""
     if not hasattr(worker, "method_queue"):  # not a gthread worker
         return
     handle_exit = worker.handle_exit
@@ -95,6 +121,8 @@ def post_worker_init(worker: Any) -> None:
     # Worker.init_signals registered the bound method before this hook ran: register again.
     signal.signal(signal.SIGTERM, handle_exit_and_stop_listening)
     signal.siginterrupt(signal.SIGTERM, False)
+    if getattr(worker, "mlemu_stop_early", False):
+        handle_exit_and_stop_listening(signal.SIGTERM, None)
 
 #: Each worker's open connections, shared with the workers (deploy/connection_board.py): a busier
 #: worker leaves new connections to a less busy one. Slots beyond the worker count absorb
