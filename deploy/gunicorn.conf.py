@@ -22,6 +22,7 @@ closes its descriptor at once, so once every process has done so new connections
 """
 
 import os
+import queue
 import select
 import signal
 import sys
@@ -96,7 +97,7 @@ def post_fork(server: Any, worker: Any) -> None:
     while queued is not None:
         try:
             early = queued.get_nowait() == signal.SIGTERM or early
-        except Exception:  # noqa: BLE001 - queue.Empty: the copy is drained
+        except queue.Empty:
             break
     worker.mlemu_stop_early = early
 

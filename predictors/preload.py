@@ -96,11 +96,11 @@ def freeze_imported(module: str, import_module: Callable[[], Any]) -> Any:
 
     TensorFlow's import builds ~320,000 Python objects that live as long as the process. Left in
     the collector's generations, every full collection walks them all: ~100-130 ms during which no
-    thread of the worker runs, several times a minute under load (the requests in flight keep
-    promoting objects to the oldest generation, and CPython collects it fully once those reach a
-    quarter of it). That was mlemu's TensorFlow tail at c=8: a p99 of 7-21 ms where the p50 was
-    1.4 ms (bench/NOTES.md). Frozen, they are never walked again. Only the first import freezes:
-    a model loaded later stays collectable, so unloading it frees it (its graph holds cycles).
+    thread of the worker runs (measured under load, bench/NOTES.md), whenever the oldest
+    generation fills (the requests in flight keep promoting objects to it, and CPython collects it
+    fully once those reach a quarter of it). Frozen, they are never walked again. Only the first
+    import freezes: a model loaded later stays collectable, so unloading it frees it (its graph
+    holds cycles).
     """
     first = module not in sys.modules
     imported = import_module()
