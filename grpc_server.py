@@ -25,7 +25,7 @@ from collections.abc import Coroutine
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,7 +33,11 @@ import grpc
 
 from emulator import Emulator, build_emulator, configure_logging
 from errors import ApiError
+from grpc_dispatch import Dispatcher
 from settings import Settings
+
+if TYPE_CHECKING:
+    from observability.grpc import Observer
 
 log = logging.getLogger("mlemu.grpc")
 #: Seconds in-flight calls get to finish on SIGTERM (Cloud Run kills 10 s after it).
@@ -74,6 +78,7 @@ class GrpcServer:
         self._thread.start()
         self.pool = futures.ThreadPoolExecutor(max_workers=settings.grpc_threads(),
                                                thread_name_prefix="grpc")
+        self.dispatcher = Dispatcher(self.pool, settings.grpc_inline_ms / 1000)
         try:
             self.server, self.port = self._run(self._build(emu, port, reuse_port))
         except BaseException:
@@ -91,20 +96,26 @@ class GrpcServer:
 
         settings = emu.settings
         limit = settings.max_message_bytes
-        interceptors = []
-        if emu.instruments is not None or settings.log_format == "json":
-            from observability.grpc import MetricsInterceptor
-
-            interceptors.append(MetricsInterceptor(emu.instruments))
         server = grpc.aio.server(
             migration_thread_pool=self.pool,
-            interceptors=interceptors,
             options=[("grpc.max_receive_message_length", limit),
                      ("grpc.max_send_message_length", limit),
                      ("grpc.so_reuseport", int(reuse_port)), *connection_limits(settings)],
         )
-        grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu), server)
-        grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), server)
+        services = _Services()
+        grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu),
+                                                                            services)
+        grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), services)
+        observer = None
+        if emu.instruments is not None or settings.log_format == "json":
+            from observability.grpc import Observer
+
+            observer = Observer(emu.instruments)
+        for service, handlers in services.methods.items():
+            built = {method: _handler(service, method, handler, observer, self.dispatcher)
+                     for method, handler in handlers.items()}
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, built),))
+            server.add_registered_method_handlers(service, built)
         bound = server.add_insecure_port(f"{settings.host}:{settings.grpc_port if port is None else port}")
         return server, bound
 
@@ -116,6 +127,42 @@ class GrpcServer:
         self._run(self.server.stop(grace))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.pool.shutdown(wait=False)
+
+
+class _Services:
+    """Stands in for the server while a generated `add_XServicer_to_server` registers a
+    servicer: keeps each service's method handlers, to be wrapped once (observed, dispatched)
+    before the real server gets them."""
+
+    def __init__(self) -> None:
+        self.methods: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        """The same handlers come by name through add_registered_method_handlers."""
+
+    def add_registered_method_handlers(self, service: str,
+                                       handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.methods[service] = dict(handlers)
+
+
+def _handler(service: str, method: str, handler: grpc.RpcMethodHandler,
+             observer: Observer | None, dispatcher: Dispatcher) -> grpc.RpcMethodHandler:
+    """One method's handler as served: observed (metrics, trace context) when `observer` is
+    set, and, for a unary call, run where `dispatcher` says (grpc_dispatch.py)."""
+    if handler.unary_unary is not None:
+        behavior = handler.unary_unary
+        if observer is not None:
+            behavior = observer.unary(behavior, service, method)
+        return grpc.unary_unary_rpc_method_handler(
+            dispatcher.unary(f"/{service}/{method}", behavior),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    if handler.unary_stream is not None and observer is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            observer.stream(handler.unary_stream, service, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    return handler
 
 
 def build_server(emu: Emulator, port: int | None = None, *,

@@ -86,6 +86,7 @@ SETTINGS = (
     Var("max_loaded_versions", ("MLEMU_MAX_LOADED_VERSIONS",), INTEGER),
     Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
     Var("max_message_bytes", ("MLEMU_MAX_MESSAGE_BYTES",), INTEGER),
+    Var("grpc_inline_ms", ("MLEMU_GRPC_INLINE_MS",), FLOAT),
     Var("grps_default_model", ("MLEMU_GRPS_MODEL",)),
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
@@ -135,6 +136,10 @@ class Settings:
     grpc_port: int = DEFAULT_GRPC_PORT
     #: gRPC server processes on grpc_port (SO_REUSEPORT); None: as many as gunicorn workers.
     grpc_workers: int | None = None
+    #: A unary gRPC call runs on the server's event loop while that method's recent calls to
+    #: its model took at most this many milliseconds; 0: always in the thread pool
+    #: (grpc_dispatch.py).
+    grpc_inline_ms: float = 1.0
     public_url: str | None = None
     log_level: str = "info"
     extra: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -1,9 +1,10 @@
 """The per-request context: what logs and metrics say about the request being served.
 
-The HTTP middleware and the gRPC interceptor open one `RequestContext` per request (trace ids
+The HTTP middleware and the gRPC handlers' wrapper open one `RequestContext` per request (trace ids
 from `X-Cloud-Trace-Context` or W3C `traceparent`); `dataplane.resolve` fills in the model and
 version the request reached (names the registry knows, so label values stay bounded) and the
-caller. A context variable carries it, so each gunicorn thread and gRPC pool thread sees its own.
+caller. A context variable carries it, so each gunicorn thread, gRPC pool thread and gRPC call
+run on the event loop (an asyncio task of its own) sees its own.
 """
 
 from __future__ import annotations

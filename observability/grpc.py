@@ -1,26 +1,33 @@
-"""gRPC server interceptor: the HTTP middleware's metrics and trace context for V2 and grps.
+"""gRPC handlers' observation: the HTTP middleware's metrics and trace context for V2 and grps.
 
-The gRPC server is grpc.aio's, running the synchronous servicers in its thread pool
-(grpc_server.py); this interceptor wraps each servicer method in a synchronous function that
-runs in that pool thread too, so the request context it opens is the one `dataplane.resolve`
-fills. Protocol comes from the service (`inference.GRPCInferenceService` -> v2,
-`grps.protos.v1.GrpsService` -> grps), method is the RPC's own name, the code is the gRPC status
-name the servicer set (`abort` or `set_code`, seen through a recording context), else OK.
+grpc_server.py wraps each servicer method once, when it builds the server, in a function that
+runs where the call runs (on the event loop or in a pool thread, grpc_dispatch.py), so the
+request context it opens is the one `dataplane.resolve` fills. Protocol comes from the service
+(`inference.GRPCInferenceService` -> v2, `grps.protos.v1.GrpsService` -> grps), method is the
+RPC's own name, the code is the gRPC status name the servicer set (`abort` or `set_code`, seen
+through a recording context), else OK. (An interceptor did this before; grpc.aio runs
+interceptors per call, coroutine and all, and this is the same work without them.)
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
-import grpc.aio
 
 from observability import context
 from observability.metrics import Instruments
 
 _SERVICES = {"inference.GRPCInferenceService": "v2", "grps.protos.v1.GrpsService": "grps"}
+
+
+def labels(service: str, method: str) -> tuple[str, str]:
+    """(protocol, method) labels of a gRPC service's method (both "other" for services mlemu
+    does not know, so labels stay bounded)."""
+    protocol = _SERVICES.get(service, "other")
+    return protocol, method if protocol != "other" else "other"
 
 
 class _RecordingContext:
@@ -47,32 +54,11 @@ class _RecordingContext:
         return "UNKNOWN" if failed else "OK"
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):
+class Observer:
     """Opens each call's request context (trace for logs) and, with metrics on, counts it."""
 
     def __init__(self, instruments: Instruments | None) -> None:
         self.instruments = instruments
-
-    async def intercept_service(
-            self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-            details: grpc.HandlerCallDetails) -> Any:
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        service, _, method = details.method.lstrip("/").partition("/")  # type: ignore[attr-defined]
-        protocol = _SERVICES.get(service, "other")
-        method = method if protocol != "other" else "other"
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, protocol, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream, protocol, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        return handler
 
     def _record(self, protocol: str, method: str, ctx: context.RequestContext,
                 recording: _RecordingContext, failed: bool, started: float) -> None:
@@ -86,8 +72,11 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     if isinstance(v, str)}
         return context.parse_trace(metadata)
 
-    def _unary(self, behavior: Callable[[Any, Any], Any], protocol: str,
-               method: str) -> Callable[[Any, Any], Any]:
+    def unary(self, behavior: Callable[[Any, Any], Any], service: str,
+              method: str) -> Callable[[Any, Any], Any]:
+        """`behavior` (a unary servicer method of `service`), observed."""
+        protocol, method = labels(service, method)
+
         def observed(request: Any, servicer_context: Any) -> Any:
             ctx = self._enter(servicer_context)
             recording = _RecordingContext(servicer_context)
@@ -102,8 +91,11 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 context.CURRENT.reset(token)
         return observed
 
-    def _stream(self, behavior: Callable[[Any, Any], Iterator[Any]], protocol: str,
-                method: str) -> Callable[[Any, Any], Iterator[Any]]:
+    def stream(self, behavior: Callable[[Any, Any], Iterator[Any]], service: str,
+               method: str) -> Callable[[Any, Any], Iterator[Any]]:
+        """`behavior` (a servicer method of `service` streaming its answers), observed."""
+        protocol, method = labels(service, method)
+
         def observed(request: Any, servicer_context: Any) -> Iterator[Any]:
             ctx = self._enter(servicer_context)
             recording = _RecordingContext(servicer_context)

@@ -13,7 +13,7 @@ LAYERS = {
     "errors": 0, "payloads": 0, "settings": 0, "envvars": 0, "wirejson": 0, "wirearray": 0,
     "auth": 1, "registry": 1, "predictors": 1, "explainers": 1, "batch": 1, "observability": 1,
     "dataplane": 2, "controlplane": 2, "emulator": 2,
-    "api": 3, "protocols": 3, "web": 3,
+    "api": 3, "protocols": 3, "web": 3, "grpc_dispatch": 3,
     "app": 4, "grpc_server": 4, "cli_client": 4, "cli_jobs": 4, "supervisor": 4,
 }
 FLASK_ALLOWED = {"app", "api", "protocols", "web"}
