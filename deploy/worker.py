@@ -57,7 +57,7 @@ from gunicorn import util
 from gunicorn.http.body import LengthReader
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
-from deploy import http_date, wire_errors
+from deploy import http_date, request_target, wire_errors
 from deploy.connection_board import ConnectionBoard
 from deploy.connection_socket import ConnectionSocket
 from deploy.request_buffer import RequestBuffer
@@ -148,6 +148,7 @@ class KeepAliveThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has
 
     def init_process(self) -> None:
         http_date.install()
+        request_target.install()
         settings = Settings.from_env()
         self.header_timeout = settings.header_timeout
         self.request_timeout = settings.request_timeout
