@@ -1,7 +1,9 @@
 """observability/tally.py: per-thread rows add up exactly at each flush, a flush touches only the
-label sets that changed, and the background flush is paced by its own cost."""
+label sets that changed and writes each value once however many threads changed it, it lets
+other threads run during a long flush, and the background flush is paced by its own cost."""
 
 import threading
+import time
 
 from observability.tally import Tally, bounds, pace
 
@@ -58,6 +60,47 @@ def test_a_flush_touches_only_what_changed():
     tally.flush()
     assert [value.calls for value in values if value.calls > 1] == [2]
     assert values[7].total == 3.0
+
+
+def _in_threads(count: int, work) -> None:
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_a_flush_writes_each_value_once_whatever_the_threads_that_changed_it():
+    tally, counter, histogram = Tally(), Value(), Histogram()
+
+    def work() -> None:
+        tally.inc(counter, 2.0)
+        tally.observe(histogram, BOUNDS, 0.5)
+
+    _in_threads(6, work)
+    tally.flush()
+    assert (counter.calls, counter.total) == (1, 12.0)
+    assert (histogram._sum.calls, histogram._sum.total) == (1, 3.0)
+    assert [(b.calls, b.total) for b in histogram._buckets] == [(0, 0), (1, 6), (0, 0)]
+    _in_threads(2, work)  # new threads' rows join the old ones' (which still count)
+    tally.flush()
+    tally.flush()
+    assert (counter.calls, counter.total) == (2, 16.0)
+    assert [(b.calls, b.total) for b in histogram._buckets] == [(0, 0), (2, 8), (0, 0)]
+
+
+def test_a_long_flush_lets_other_threads_run(monkeypatch):
+    tally = Tally()
+    values = [Value() for _ in range(3000)]
+    for value in values:
+        tally.inc(value)
+    yields = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: (yields.append(s), real_sleep(s)))
+    monkeypatch.setattr(Tally, "SLICE_S", 0.0)  # every child is a slice
+    tally.flush()
+    assert yields.count(0) == 3000  # (the background flusher's own sleeps are not zero)
+    assert all(value.total == 1 for value in values)
 
 
 def test_an_observation_of_zero_is_still_flushed():
