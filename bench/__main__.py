@@ -89,7 +89,7 @@ def main() -> None:
     bench = Bench(plan, args.out, names)
     if args.models:
         bench.models = tuple(m for m in models.MODELS if m in args.models.split(","))
-    command = "python -m bench " + shlex.join(sys.argv[1:])
+    command = shlex.join(["python", "-m", "bench", *sys.argv[1:]])
     results: dict[str, Any] = {"quick": args.quick, "smoke": args.smoke, "command": command,
                                "plan": dataclasses.asdict(plan), "phases": phases,
                                "environment": report.environment(names), "servers": {},
