@@ -26,12 +26,12 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
 try:
     import click
 
-    from cli_client import explain as explain_cli
-    from cli_client import models as models_cli
-    from cli_client import versions as versions_cli
-    from cli_jobs import jobs as jobs_cli
-    from envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
-    from settings import SETTINGS, Settings
+    from cli.client import explain as explain_cli
+    from cli.client import models as models_cli
+    from cli.client import versions as versions_cli
+    from cli.jobs import jobs as jobs_cli
+    from core.envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
+    from core.settings import SETTINGS, Settings
 except ModuleNotFoundError as _missing:  # the CLI run with a Python without the requirements
     if __name__ != "__main__":
         raise
@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
-    from emulator import build_emulator, configure_logging
+    from boot import build_emulator, configure_logging
     from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
@@ -99,7 +99,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
-               "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
+               "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
                "protocols.grps", "protocols.tfserving", "protocols.v2")
 
 
@@ -189,7 +189,7 @@ def serve(**flags: Any) -> None:
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     _check_store(settings)
-    from emulator import QUIET_NATIVE_LOGS
+    from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
@@ -201,10 +201,10 @@ def serve(**flags: Any) -> None:
             "app:app"]
     settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
     if settings.grpc_port:
-        import supervisor
+        from cli import supervisor
 
         try:  # several gRPC processes share the port: it must be free of anybody else's
-            grpc = supervisor.grpc_commands(settings, ROOT / "grpc_server.py")
+            grpc = supervisor.grpc_commands(settings)
         except supervisor.PortInUse as exc:
             raise click.ClickException(str(exc)) from None
         sys.exit(supervisor.run([argv, *grpc], env, ROOT))
@@ -219,7 +219,7 @@ def _absolute(uri: str) -> str:
 def _check_store(settings: Settings) -> None:
     """Fail `serve` with one clear line when the store cannot be opened (an unreachable
     database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
-    from errors import ApiError
+    from core.errors import ApiError
     from registry.store import open_store
 
     try:
@@ -247,9 +247,9 @@ def predict(model_dir: str, json_instances: Any, framework: str | None,
     import tempfile
 
     import predictors
-    import wirejson
-    from emulator import QUIET_NATIVE_LOGS
-    from errors import ApiError
+    from boot import QUIET_NATIVE_LOGS
+    from core import wirejson
+    from core.errors import ApiError
     from registry import artifacts
     from registry.gcs import GcsCache
 

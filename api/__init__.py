@@ -12,7 +12,7 @@ import logging
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from errors import ApiError, Internal
+from core.errors import ApiError, Internal
 from web.google import google_error_response
 from web.handlers import render_http_exception
 from web.http import error_json, request_caller

@@ -14,8 +14,8 @@ from flask import Blueprint, current_app, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import BaseConverter
 
-from errors import InvalidArgument
-from payloads import Caller
+from core.errors import InvalidArgument
+from core.payloads import Caller
 from web.google import check_standard_params
 from web.http import decode_json, read_body, request_caller
 

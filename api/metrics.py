@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, request
 
-from errors import NotFound, PermissionDenied
+from core.errors import NotFound, PermissionDenied
 from observability import exposition
 from observability.metrics import Instruments
 

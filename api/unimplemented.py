@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 import auth
-from errors import Unimplemented
+from core.errors import Unimplemented
 from registry import discovery
 from web.http import request_caller
 

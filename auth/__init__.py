@@ -30,13 +30,22 @@ from auth.policy import (
     policy_to_storage,
     project_of,
 )
-from errors import PermissionDenied, Unauthenticated
-from payloads import ANONYMOUS, Caller
-from settings import IAM_MODES
+from core.errors import PermissionDenied, Unauthenticated
+from core.payloads import ANONYMOUS, Caller
+from core.settings import IAM_MODES
 
 if TYPE_CHECKING:
-    from emulator import Emulator
-    from settings import Settings
+    from core.settings import Settings
+    from registry.store_base import Store
+
+
+class IamView(Protocol):
+    """What authorization reads of an emulator (its settings' IAM mode, the IAM config, and the
+    store that keeps model and job policies): a narrow view, so auth depends on no layer above."""
+
+    settings: Settings
+    policy: IamConfig
+    store: Store
 
 __all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy", "authorize",
            "denied", "granted", "held_permissions", "identify", "is_role", "job_of", "load_config",
@@ -62,20 +71,20 @@ def load_config(settings: Settings) -> IamConfig:
     return load(settings.iam_config) if settings.iam_config is not None else _EMPTY
 
 
-def _config(emu: Emulator) -> IamConfig:
+def _config(emu: IamView) -> IamConfig:
     return emu.policy if isinstance(emu.policy, IamConfig) else _EMPTY
 
 
-def is_role(emu: Emulator, role: str) -> bool:
+def is_role(emu: IamView, role: str) -> bool:
     """A predefined role or one of the config's custom roles."""
     return _config(emu).is_role(role)
 
 
-def enforced(emu: Emulator) -> bool:
+def enforced(emu: IamView) -> bool:
     return bool(emu.settings.iam_mode == "enforce")
 
 
-def identify(emu: Emulator, headers: Headers) -> Caller:
+def identify(emu: IamView, headers: Headers) -> Caller:
     """The verified caller behind a request's headers (anonymous when IAM is off)."""
     if not enforced(emu):
         return ANONYMOUS
@@ -93,7 +102,7 @@ def denied(permission: str, resource: str) -> PermissionDenied:
     )
 
 
-def granted(emu: Emulator, caller: Caller, resource: str) -> frozenset[str]:
+def granted(emu: IamView, caller: Caller, resource: str) -> frozenset[str]:
     """Every permission `caller` holds on `resource` (project bindings + model bindings)."""
     config = _config(emu)
     bindings: list[Binding] = list(config.project_bindings.get(project_of(resource) or "", ()))
@@ -114,7 +123,7 @@ def _missing_credentials() -> Unauthenticated:
     return identity.missing_credentials()
 
 
-def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> None:
+def authorize(emu: IamView, caller: Caller, permission: str, resource: str) -> None:
     """Raise unless `caller` holds `permission` on `resource` (401 anonymous, 403 otherwise)."""
     if not enforced(emu) or permission in granted(emu, caller, resource):
         return
@@ -123,7 +132,7 @@ def authorize(emu: Emulator, caller: Caller, permission: str, resource: str) -> 
     raise denied(permission, resource)
 
 
-def require_identity_unless_public(emu: Emulator, caller: Caller, project_name: str) -> None:
+def require_identity_unless_public(emu: IamView, caller: Caller, project_name: str) -> None:
     """Before a request's body is read, when the path names no resource (issue 17): an anonymous
     caller is refused (401) unless some policy of the project grants `allUsers` anything, so
     nothing is decoded for a caller who could not be allowed whatever the body says."""
@@ -135,13 +144,13 @@ def require_identity_unless_public(emu: Emulator, caller: Caller, project_name: 
     raise _missing_credentials()
 
 
-def require_authenticated(emu: Emulator, caller: Caller) -> None:
+def require_authenticated(emu: IamView, caller: Caller) -> None:
     """For routes that name no resource (server metadata): any verified caller may use them."""
     if enforced(emu) and caller.is_anonymous:
         raise _missing_credentials()
 
 
-def held_permissions(emu: Emulator, caller: Caller, resource: str,
+def held_permissions(emu: IamView, caller: Caller, resource: str,
                      permissions: Iterable[str]) -> list[str]:
     """The subset of `permissions` the caller holds on `resource` (all of them when IAM is off)."""
     wanted = list(dict.fromkeys(permissions))
@@ -156,22 +165,22 @@ def held_permissions(emu: Emulator, caller: Caller, resource: str,
 
 # --- model and job policies in the store (generic Store API only: any backend keeps them) --
 
-def get_policy(emu: Emulator, resource: str) -> Policy:
+def get_policy(emu: IamView, resource: str) -> Policy:
     """The policy set on a model or a job (the empty policy if none was)."""
     return policy_from_storage(emu.store.get(KIND, resource))
 
 
-def put_policy(emu: Emulator, resource: str, policy: Policy) -> None:
+def put_policy(emu: IamView, resource: str, policy: Policy) -> None:
     emu.store.put(KIND, resource, "/".join(resource.split("/")[:2]), policy_to_storage(policy))
 
 
-def on_model_created(emu: Emulator, caller: Caller, model_name: str) -> None:
+def on_model_created(emu: IamView, caller: Caller, model_name: str) -> None:
     """models.create: the creator gets roles/ml.modelOwner on the new model (in its transaction)."""
     emu.store.delete(KIND, model_name)  # a model re-created under an old name starts afresh
     if caller.principal is not None:
         put_policy(emu, model_name, Policy([Binding(MODEL_OWNER, [caller.principal])], new_etag()))
 
 
-def on_model_deleted(emu: Emulator, model_name: str) -> None:
+def on_model_deleted(emu: IamView, model_name: str) -> None:
     """models.delete: the model's policy goes with it (in the deleting transaction)."""
     emu.store.delete(KIND, model_name)

@@ -30,7 +30,7 @@ import yaml
 
 from auth import keys, roles
 from auth.policy import Binding, check_member, expand_groups, parse_bindings
-from errors import ApiError
+from core.errors import ApiError
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from google.auth import exceptions as google_exceptions
 from google.auth import jwt
 
-from errors import Unauthenticated, Unavailable
-from payloads import ANONYMOUS, Caller
+from core.errors import Unauthenticated, Unavailable
+from core.payloads import ANONYMOUS, Caller
 
 if TYPE_CHECKING:
     from auth.config import IamConfig
-    from settings import Settings
+    from core.settings import Settings
 
 log = logging.getLogger("mlemu.auth")
 

@@ -20,8 +20,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from errors import InvalidArgument
-from payloads import Caller
+from core.errors import InvalidArgument
+from core.payloads import Caller
 
 KIND = "policies"
 #: The etag Google IAM gives a resource that has never had a policy set.

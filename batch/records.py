@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 import predictors
-import wirejson
+from core import wirejson
 from predictors.base import Predictor
 
 

@@ -231,9 +231,9 @@ def levers(model_dir: Path, rows: list[list[float]]) -> dict[str, float]:
 
     import numpy as np
 
-    import wirearray
-    import wirejson
-    from payloads import ModelRef
+    from core import wirejson
+    from core.payloads import ModelRef
+    from protocols import wirearray
     from registry import lookup
     from registry.resources import Model, Version
     from registry.store import SqliteStore

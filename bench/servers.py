@@ -240,7 +240,7 @@ class KServe(Server):
 
 def _mlemu_layout() -> tuple[int, int]:
     """(workers, threads) mlemu's defaults choose on this machine."""
-    from settings import Settings
+    from core.settings import Settings
 
     return Settings.from_env({}).worker_layout()
 

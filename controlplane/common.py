@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from errors import Aborted, ApiError, FailedPrecondition, InvalidArgument, NotFound, field_violation
+from core.errors import Aborted, ApiError, FailedPrecondition, InvalidArgument, NotFound, field_violation
 from registry import discovery, jobs, lookup, names, tasks
 from registry.resources import Model, Version
 from registry.store import Store

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 from controlplane import common
-from errors import Aborted, InvalidArgument
-from payloads import Caller
+from core.errors import Aborted, InvalidArgument
+from core.payloads import Caller
 from registry import jobs, names
 
 if TYPE_CHECKING:

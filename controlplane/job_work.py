@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import predictors
 from batch.launcher import Run
 from batch.spec import JobSpec
-from errors import ApiError, Cancelled, FailedPrecondition, NotFound
+from core.errors import ApiError, Cancelled, FailedPrecondition, NotFound
+from core.sizing import available_cpus
 from registry import artifacts, jobs, names, tasks
 from registry.resources import Version, new_etag, now_rfc3339
-from settings import available_cpus
 
 if TYPE_CHECKING:
     from emulator import Emulator

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import auth
 from controlplane import common, job_work, listing
 from controlplane.common import check_etag, field_error, parse_mask, require_object
-from errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
-from payloads import Caller
+from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
+from core.payloads import Caller
 from registry import jobs, names, tasks
 from registry.resources import new_etag, now_rfc3339
 

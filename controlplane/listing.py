@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100

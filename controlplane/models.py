@@ -22,8 +22,8 @@ from controlplane.common import (
     refuse_if_busy,
     require_object,
 )
-from errors import AlreadyExists, FailedPrecondition, InvalidArgument
-from payloads import Caller
+from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from core.payloads import Caller
 from registry import names
 from registry.resources import Model, new_etag, now_rfc3339
 

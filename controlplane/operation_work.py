@@ -19,7 +19,7 @@ import auth
 import explainers
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
-from errors import Aborted, ApiError, FailedPrecondition, from_code
+from core.errors import Aborted, ApiError, FailedPrecondition, from_code
 from registry import artifacts, names, tasks
 from registry.resources import Version, new_etag
 

@@ -17,8 +17,8 @@ import auth
 from controlplane import listing
 from controlplane.common import not_found_operation
 from controlplane.project import project_number
-from errors import ApiError, Cancelled, InvalidArgument
-from payloads import Caller
+from core.errors import ApiError, Cancelled, InvalidArgument
+from core.payloads import Caller
 from registry import names, tasks
 from registry.resources import Operation, now_rfc3339
 from registry.store import Store

@@ -11,7 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 import auth
-from payloads import Caller
+from core.payloads import Caller
 
 if TYPE_CHECKING:
     from emulator import Emulator

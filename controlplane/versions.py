@@ -26,8 +26,8 @@ from controlplane.common import (
     require_object,
     version_json,
 )
-from errors import AlreadyExists, FailedPrecondition, InvalidArgument
-from payloads import Caller
+from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from core.payloads import Caller
 from registry import names
 from registry.resources import Version, new_etag, now_rfc3339
 

@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.settings import Settings
 from deploy.connection_board import ConnectionBoard
-from settings import Settings
 
 _settings = Settings.from_env()
 

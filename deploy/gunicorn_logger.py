@@ -10,8 +10,8 @@ from typing import Any
 
 from gunicorn import glogging
 
-from emulator import configure_logging
-from settings import Settings
+from boot import configure_logging
+from core.settings import Settings
 
 
 class Logger(glogging.Logger):  # type: ignore[misc]

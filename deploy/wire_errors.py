@@ -15,7 +15,7 @@ import contextlib
 import json
 from typing import Any
 
-from errors import Code
+from core.errors import Code
 
 #: google.rpc codes for the statuses gunicorn and the read deadline answer with.
 _CODES = {400: Code.INVALID_ARGUMENT, 403: Code.PERMISSION_DENIED, 408: Code.DEADLINE_EXCEEDED,

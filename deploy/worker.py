@@ -57,11 +57,11 @@ from gunicorn import util
 from gunicorn.http.body import LengthReader
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
+from core.settings import Settings
 from deploy import http_date, request_target, wire_errors
 from deploy.connection_board import ConnectionBoard
 from deploy.connection_socket import ConnectionSocket
 from deploy.request_buffer import RequestBuffer
-from settings import Settings
 
 #: How long a thread waits on its connection for the client's next request before handing the
 #: connection back to the main loop. Clients that keep a connection busy send the next request

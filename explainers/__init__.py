@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import InvalidArgument, Unimplemented
+from core.errors import InvalidArgument, Unimplemented
 from explainers import config, features, gradients, metadata, shapley
 from explainers.config import Method
 from predictors.base import Predictor

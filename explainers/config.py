@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 
 SAMPLED_SHAPLEY = "sampledShapleyAttribution"
 INTEGRATED_GRADIENTS = "integratedGradientsAttribution"

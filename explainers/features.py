@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import FailedPrecondition, InvalidArgument
+from core.errors import FailedPrecondition, InvalidArgument
 from explainers.metadata import Metadata
 from predictors.base import Predictor
 

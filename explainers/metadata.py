@@ -25,7 +25,7 @@ import json
 import os
 from typing import Any
 
-from errors import FailedPrecondition
+from core.errors import FailedPrecondition
 
 FILE_NAME = "explanation_metadata.json"
 ENCODINGS = ("identity", "bag_of_features", "bag_of_features_sparse", "indicator",

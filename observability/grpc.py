@@ -1,7 +1,7 @@
 """gRPC handlers' observation: the HTTP middleware's metrics and trace context for V2 and grps.
 
-grpc_server.py wraps each servicer method once, when it builds the server, in a function that
-runs where the call runs (on the event loop or in a pool thread, grpc_dispatch.py), so the
+grpcserve/server.py wraps each servicer method once, when it builds the server, in a function that
+runs where the call runs (on the event loop or in a pool thread, grpcserve/dispatch.py), so the
 request context it opens is the one `dataplane.resolve` fills. Protocol comes from the service
 (`inference.GRPCInferenceService` -> v2, `grps.protos.v1.GrpsService` -> grps), method is the
 RPC's own name, the code is the gRPC status name the servicer set (`abort` or `set_code`, seen

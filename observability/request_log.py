@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import wirejson
+from core import wirejson
 
 if TYPE_CHECKING:
     from observability.metrics import Instruments

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from errors import ModelLoadError
+from core.errors import ModelLoadError
 from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 
 __all__ = [

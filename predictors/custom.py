@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from predictors.base import Predictor
 
 # sys.path and sys.modules are process-global; loads of custom code take turns.

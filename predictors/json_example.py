@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import PredictionFailed
+from core.errors import PredictionFailed
 from predictors.json_tensor import decode_b64, is_b64, json_type
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import Code, PredictionFailed
+from core.errors import Code, PredictionFailed
 from predictors import json_batch
 from predictors.rapidjson_writer import debug_string
 

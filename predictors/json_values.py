@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from errors import PredictionFailed
+from core.errors import PredictionFailed
 from predictors.json_tensor import B64, BYTES_SUFFIX
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from predictors import SCIKIT_LEARN, find_model_file, load_pickled, register
 from predictors.base import Predictor, Signature, TensorSpec
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from observability import logs
 from predictors import TENSORFLOW, find_model_file, json_batch, json_tensor, json_values, preload, register
 from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec

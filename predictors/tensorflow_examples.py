@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from errors import PredictionFailed
+from core.errors import PredictionFailed
 from predictors import json_values
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import PredictionFailed
+from core.errors import PredictionFailed
 
 
 @dataclasses.dataclass(frozen=True)

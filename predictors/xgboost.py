@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
+from core.sizing import available_cpus
 from predictors import XGBOOST, find_model_file, load_pickled, register
 from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
-from settings import available_cpus
 
 #: Rows from which one call may use every CPU (see the module docstring): large enough that
 #: starting the OpenMP threads costs little next to the call (bench/RESULTS.md, "XGBoost large

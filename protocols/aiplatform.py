@@ -32,10 +32,10 @@ from werkzeug.datastructures import EnvironHeaders
 
 import auth
 import dataplane
-import wirearray
-from errors import ApiError, InvalidArgument, PredictionFailed
+from core.errors import ApiError, InvalidArgument, PredictionFailed
+from core.payloads import Caller, ModelRef, NumericInstances, PredictRequest
 from observability.http import StartSeen
-from payloads import Caller, ModelRef, NumericInstances, PredictRequest
+from protocols import wirearray
 from web.google import check_standard_params, google_error_response, google_json, google_json_response
 from web.handlers import register_error_renderer, render_internal
 from web.http import decode_json, read_body, read_limited, request_caller

@@ -27,9 +27,9 @@ from google.protobuf import json_format
 
 import auth
 import dataplane
-import wirejson
-from errors import ApiError, Internal, InvalidArgument, Unavailable
-from payloads import Caller
+from core import wirejson
+from core.errors import ApiError, Internal, InvalidArgument, Unavailable
+from core.payloads import Caller
 from protocols import grps_state as grps
 from protocols import inference
 from protocols.grps_messages import (

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 import auth
-from errors import ApiError, Internal, InvalidArgument, Unavailable
-from payloads import Caller
+from core.errors import ApiError, Internal, InvalidArgument, Unavailable
+from core.payloads import Caller
 from protocols import grps_state as grps
 from protocols.grps_messages import GrpsMessage, Prediction, failure, ok
 from protocols.proto_modules import grps_pb2_grpc

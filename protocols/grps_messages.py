@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import wirejson
-from errors import ApiError, InvalidArgument, ModelNotFound, PredictionFailed
-from payloads import Caller
+from core import wirejson
+from core.errors import ApiError, InvalidArgument, ModelNotFound, PredictionFailed
+from core.payloads import Caller
 from protocols import grps_state as grps
 from protocols import inference
 from protocols.grps_tensors import GRPS_DTYPES, GRPS_OUTPUT_DTYPES, to_flat

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 import auth
-from errors import InvalidArgument
-from payloads import Caller
+from core.errors import InvalidArgument
+from core.payloads import Caller
 from protocols import inference
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import dataplane
-from errors import ApiError, Code, InvalidArgument, ModelNotFound, NotFound
-from payloads import Caller, ModelRef
+from core.errors import ApiError, Code, InvalidArgument, ModelNotFound, NotFound
+from core.payloads import Caller, ModelRef
 from protocols.tensors import Tensor, from_predictions, to_array, to_instances
 
 if TYPE_CHECKING:

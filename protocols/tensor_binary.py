@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from protocols.tensors import NUMPY_DTYPES, Tensor, element_count
 
 #: Datatypes whose item size differs from their decoded numpy dtype's (BF16 decodes to float32).

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import Internal, InvalidArgument
+from core.errors import Internal, InvalidArgument
 
 #: V2 datatype -> numpy dtype of the decoded array (BF16 decodes to float32).
 NUMPY_DTYPES: dict[str, Any] = {

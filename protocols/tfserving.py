@@ -26,14 +26,13 @@ import numpy as np
 from flask import Blueprint, Response, current_app, request
 from werkzeug.routing import PathConverter
 
-import wirearray
-import wirejson
-from errors import ApiError, InvalidArgument, PredictionFailed
+from core import wirejson
+from core.errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_batch, json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
 from protocols import tfserving_json as writer
-from protocols import tfserving_metadata
+from protocols import tfserving_metadata, wirearray
 from protocols import tfserving_versions as versions
 from protocols.tfserving_parse import loads_object
 from web.handlers import register_error_renderer

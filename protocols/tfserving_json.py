@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from predictors.json_tensor import BYTES_SUFFIX
 from predictors.json_values import batch_size
 from predictors.rapidjson_writer import PrettyWriter, encode, quote, text_of, write_decimal, write_decimals

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from predictors.base import Predictor, TensorSpec
 from predictors.tensorflow import DEFAULT_SIGNATURE, PREDICT_METHOD, V2_DATATYPES, TensorFlowPredictor
 from protocols.tfserving_json import metadata_text, proto_message

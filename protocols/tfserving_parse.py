@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from predictors.rapidjson_writer import debug_string
 
 _ERROR = re.compile(r"Parse error at offset (\d+): (.*)", re.DOTALL)

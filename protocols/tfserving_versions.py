@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 import dataplane
-from errors import ApiError, FailedPrecondition, InvalidArgument, NotFound
-from payloads import Caller, ModelRef
+from core.errors import ApiError, FailedPrecondition, InvalidArgument, NotFound
+from core.payloads import Caller, ModelRef
 from predictors.base import Predictor
 from registry import names
 from registry.resources import Version

@@ -29,8 +29,8 @@ from flask import Blueprint, Response, current_app, request
 
 import auth
 import dataplane
-from errors import ApiError, InvalidArgument
-from payloads import Caller
+from core.errors import ApiError, InvalidArgument
+from core.payloads import Caller
 from protocols import inference
 from protocols.v2_codec import decode_rest_infer, encode_response, split_body
 from web.handlers import register_error_renderer

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import wirejson
-from errors import InvalidArgument
+from core import wirejson
+from core.errors import InvalidArgument
 from protocols.tensor_binary import from_binary, to_binary
 from protocols.tensors import Tensor, check_datatype, check_shape, from_values, to_values
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 import auth
-from errors import ApiError, InvalidArgument
-from payloads import Caller
+from core.errors import ApiError, InvalidArgument
+from core.payloads import Caller
 from protocols import inference
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 from protocols.proto_modules import grpc_predict_v2_pb2_grpc as pb_grpc

@@ -28,11 +28,12 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 import dataplane
-from emulator import VERTEX_MODEL, VERTEX_VERSION, Emulator, vertex_version_name
-from errors import InvalidArgument, Unavailable
-from payloads import ModelRef, PredictRequest
+from core.errors import InvalidArgument, Unavailable
+from core.payloads import ModelRef, PredictRequest
+from core.settings import Settings
+from emulator import Emulator
+from emulator.vertex_container import VERTEX_MODEL, VERTEX_VERSION, vertex_version_name
 from protocols.aiplatform import encode_predictions
-from settings import Settings
 from web.google import google_error_response
 from web.handlers import register_error_renderer
 from web.http import decode_json, json_response, read_body, request_caller

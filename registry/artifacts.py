@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from errors import InvalidArgument, ModelLoadError, field_violation
+from core.errors import InvalidArgument, ModelLoadError, field_violation
 
 if TYPE_CHECKING:
     from registry.gcs import GcsCache

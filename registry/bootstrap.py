@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 import predictors
-from errors import ApiError
+from core.errors import ApiError
 from registry import artifacts, names
 from registry.resources import Model, Version, new_etag, now_rfc3339
 from registry.store import Store

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import predictors
-from errors import ApiError, ModelLoadError
+from core.errors import ApiError, ModelLoadError
 from observability import instrument
 from observability.metrics import Instruments
 from predictors.base import Predictor, PredictorOptions

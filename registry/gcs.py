@@ -26,7 +26,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from errors import ModelLoadError
+from core.errors import ModelLoadError
 
 #: The ml v1 Version reference: "The total number of files under this directory must not
 #: exceed 1000."

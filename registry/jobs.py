@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import Any
 
-from errors import InvalidArgument, field_violation
+from core.errors import InvalidArgument, field_violation
 from registry.resources import from_stored
 from registry.store_base import Store
 

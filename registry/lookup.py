@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from errors import FailedPrecondition, ModelNotFound, field_violation
-from payloads import ModelRef
+from core.errors import FailedPrecondition, ModelNotFound, field_violation
+from core.payloads import ModelRef
 from registry.resources import Model, Version
 from registry.store_base import Store
 

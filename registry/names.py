@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from errors import InvalidArgument, field_violation
+from core.errors import InvalidArgument, field_violation
 
 # Used with fullmatch only: `$` also matches before a final newline, which let "m\n" through.
 ID_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from errors import Unavailable
+from core.errors import Unavailable
 
 #: Connections one process's pool may hold at once (gunicorn threads share them; a statement is
 #: short).

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from errors import Unavailable
+from core.errors import Unavailable
 from registry.change_signal import ChangeSignal
 from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from errors import Unavailable
+from core.errors import Unavailable
 from registry.postgres_pool import POOL_SIZE, WAIT_S, Connections
 from registry.store_base import KINDS, SCHEMA_KEY, SCHEMA_VERSION, Store, check_schema
 

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from errors import Aborted, ApiError, Internal
+from core.errors import Aborted, ApiError, Internal
 from registry.owners import owner_is_dead, this_owner
 from registry.resources import from_stored
 from registry.store_base import Store

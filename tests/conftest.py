@@ -18,7 +18,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from settings import Settings  # noqa: E402
+from core.settings import Settings  # noqa: E402
 
 
 def free_port() -> int:

@@ -69,7 +69,7 @@ def snapshot_text(doc: dict[str, Any]) -> str:
 def coverage_table() -> str:
     from api.unimplemented import coverage
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     with tempfile.TemporaryDirectory() as state:
         flask_app = create_app(Settings(state_dir=Path(state)), warm=False)

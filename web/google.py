@@ -11,8 +11,8 @@ from typing import Any
 
 from flask import Response, request
 
-import wirejson
-from errors import ApiError, InvalidArgument
+from core import wirejson
+from core.errors import ApiError, InvalidArgument
 
 
 def check_standard_params() -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from errors import ApiError, Code, Internal, from_code
+from core.errors import ApiError, Code, Internal, from_code
 
 #: A protocol's error shape: the response for an ApiError.
 Renderer = Callable[[ApiError], Response]

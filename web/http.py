@@ -8,9 +8,9 @@ from typing import IO, Any
 from flask import Response, current_app, g, request
 
 import auth
-import wirejson
-from errors import ApiError, DeadlineExceeded, InvalidArgument
-from payloads import Caller
+from core import wirejson
+from core.errors import ApiError, DeadlineExceeded, InvalidArgument
+from core.payloads import Caller
 
 
 def request_caller() -> Caller:

@@ -4,7 +4,7 @@ on every protocol, instead of the 400 that decoding it would give."""
 
 import pytest
 
-from settings import Settings
+from core.settings import Settings
 from tests import iamkit, modelkit
 
 USER, OUTSIDER = "user-token", "outsider-token"

@@ -16,7 +16,7 @@ import zlib
 import pytest
 from click.testing import CliRunner
 
-from errors import PredictionFailed, public_text
+from core.errors import PredictionFailed, public_text
 from tests import modelkit
 
 PROJECT = "p"
@@ -38,7 +38,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(models, tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     settings = Settings(state_dir=tmp_path_factory.mktemp("state"), config_file=models[1],
                         default_project=PROJECT)

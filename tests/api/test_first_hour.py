@@ -32,7 +32,7 @@ class StreamPredictor:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     root = tmp_path_factory.mktemp("models")
     modelkit.sklearn_model(root / "sk", "logreg", features=4)

@@ -57,7 +57,7 @@ def mutate(valid: dict[str, Any]) -> st.SearchStrategy[bytes]:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     root = tmp_path_factory.mktemp("fuzz")
     modelkit.sklearn_model(root / "iris")
@@ -158,7 +158,7 @@ def test_paths_and_query_parameters(app, data):
 
 @pytest.fixture(scope="module")
 def grpc_channel(app):
-    from grpc_server import build_server
+    from grpcserve.server import build_server
 
     server, port = build_server(app.extensions["mlemu"], port=0)
     server.start()

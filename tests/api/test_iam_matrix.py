@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from auth import roles
-from settings import Settings
+from core.settings import Settings
 from tests import iamkit, modelkit
 
 ROLES = sorted(roles.PREDEFINED)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from settings import Settings
+from core.settings import Settings
 from tests import batchkit, iamkit, modelkit
 
 J = "/v1/projects/p/jobs"

@@ -56,7 +56,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from app import create_app
-from settings import Settings
+from core.settings import Settings
 app = create_app(Settings(state_dir=Path({str(tmp_path)!r}), config_file=Path({str(config)!r})), warm=False)
 resp = app.test_client().post("/v1/projects/p/models/forest:predict",
                               json={{"instances": [[0.1, 0.2, 0.3, 0.4]]}})

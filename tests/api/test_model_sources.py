@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app import create_app
-from settings import Settings
+from core.settings import Settings
 from tests import iamkit, modelkit
 
 ADMIN = "admin-token"

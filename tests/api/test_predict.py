@@ -32,7 +32,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(models, tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     settings = Settings(state_dir=tmp_path_factory.mktemp("state"), config_file=models["config"])
     return create_app(settings, warm=False).test_client()

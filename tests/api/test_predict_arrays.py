@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from werkzeug.test import Client
 
-import wirearray
+from protocols import wirearray
 from tests import modelkit
 from tests.conftest import fast_path_of
 
@@ -50,7 +50,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def app(models, tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     settings = Settings(state_dir=tmp_path_factory.mktemp("state"), config_file=models["config"])
     return create_app(settings, warm=False)

@@ -19,7 +19,7 @@ ROW = [1.0, 2.0, 0.5, -1.0]
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     root = tmp_path_factory.mktemp("models")
     modelkit.sklearn_model(root / "v1", "logreg", seed=0)
@@ -116,7 +116,7 @@ def test_a_chunked_body_goes_to_flask(app):
 def test_iam_refusals_match(tmp_path):
     """With IAM enforced, an anonymous caller gets the same 401 (and WWW-Authenticate) both ways."""
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     modelkit.sklearn_model(tmp_path / "v1", "logreg", seed=0)
     config = modelkit.bootstrap_file(tmp_path / "mlemu.yaml",

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from werkzeug.test import Client
 
-import wirearray
 from predictors import json_batch
+from protocols import wirearray
 from tests import modelkit
 from tests.conftest import fast_path_of
 
@@ -25,7 +25,7 @@ ROWS = 3000
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
     from tests import tfmodels
 
     root = tmp_path_factory.mktemp("tf-arrays")

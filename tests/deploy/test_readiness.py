@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from app import create_app
-from settings import Settings, VertexSettings
+from core.settings import Settings, VertexSettings
 from tests import modelkit
 
 # from_path blocks until MODEL_DIR/release exists: a model that takes as long as the test wants.

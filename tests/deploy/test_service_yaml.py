@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from settings import Settings
+from core.settings import Settings
 
 SERVICE = Path(__file__).resolve().parents[2] / "deploy" / "service.yaml"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-import settings as settings_module
-from settings import Settings, available_cpus, available_memory
+from core import settings as settings_module
+from core.settings import Settings, available_cpus, available_memory
 
 GUNICORN_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
 

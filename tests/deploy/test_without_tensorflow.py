@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from settings import Settings
+from core.settings import Settings
 from tests import modelkit
 
 

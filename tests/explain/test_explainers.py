@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import explainers
-from errors import FailedPrecondition, InvalidArgument, Unimplemented
+from core.errors import FailedPrecondition, InvalidArgument, Unimplemented
 from explainers import config, metadata
 from predictors.base import Predictor
 from predictors.sklearn import SklearnPredictor

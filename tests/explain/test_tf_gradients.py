@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import explainers
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from predictors.tensorflow import TensorFlowPredictor
 from tests import tfmodels
 

@@ -163,7 +163,7 @@ def test_grpc_calls_carry_the_traceparent_of_their_metadata(server: LiveServer) 
 
 
 def test_text_is_the_default_and_json_the_container_default(tmp_path: Path) -> None:
-    from settings import Settings
+    from core.settings import Settings
 
     assert Settings.from_env({}).log_format == "text"
     dockerfile = (Path(__file__).resolve().parents[2] / "deploy" / "Dockerfile").read_text()

@@ -17,8 +17,8 @@ import pytest
 
 import dataplane
 import predictors
-from errors import PredictionFailed
-from payloads import ANONYMOUS, ModelRef, PredictRequest
+from core.errors import PredictionFailed
+from core.payloads import ANONYMOUS, ModelRef, PredictRequest
 from predictors import batching
 from tests import modelkit
 

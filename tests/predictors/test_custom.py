@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import predictors
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from registry import artifacts
 from tests import modelkit
 
@@ -42,12 +42,14 @@ def test_two_versions_may_ship_modules_with_the_same_name(tmp_path):
 
 def test_module_named_like_a_server_module_is_the_users(tmp_path):
     source = modelkit.CUSTOM_PREDICTOR_SOURCE.replace("ScalePredictor", "Predictor")
-    package = modelkit.custom_package(tmp_path, module="settings", source=source, kind="dir")
-    predictor = _load(tmp_path, package, "settings.Predictor")
+    package = modelkit.custom_package(tmp_path, module="core", source=source, kind="dir")
+    predictor = _load(tmp_path, package, "core.Predictor")
     assert predictor.predict([[1, 2]]) == [6.0]
-    import settings
+    import core
+    from core import settings
 
-    assert hasattr(settings, "Settings")  # the server's own module is back in place
+    assert hasattr(settings, "Settings")  # the server's own package is back in place
+    assert core.__file__.endswith("core/__init__.py")
 
 
 def test_load_errors_are_clear(tmp_path):

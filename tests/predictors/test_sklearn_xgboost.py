@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import predictors
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from tests import modelkit
 
 

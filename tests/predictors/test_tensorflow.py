@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import predictors
-from errors import ModelLoadError, PredictionFailed
+from core.errors import ModelLoadError, PredictionFailed
 from predictors import json_values
 from predictors.base import TensorSpec
 from predictors.tensorflow import TensorFlowPredictor

@@ -124,11 +124,11 @@ def start_protocol_server(models: tuple[Path, dict[str, Any]],
 
 
 def grpc_processes(live: LiveServer) -> set[int]:
-    """The pids of a live `app.py serve`'s gRPC server processes (its grpc_server.py children)."""
+    """The pids of a live `app.py serve`'s gRPC server processes (its grpcserve/server.py children)."""
     found = set()
     for task in Path(f"/proc/{live.proc.pid}/task").iterdir():
         for child in (task / "children").read_text().split():
-            if b"grpc_server.py" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"grpcserve" in Path(f"/proc/{child}/cmdline").read_bytes():
                 found.add(int(child))
     return found
 

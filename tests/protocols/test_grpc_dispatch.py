@@ -1,4 +1,4 @@
-"""Where gRPC calls run (grpc_dispatch.py): brief calls on the event loop, the rest in the pool,
+"""Where gRPC calls run (grpcserve/dispatch.py): brief calls on the event loop, the rest in the pool,
 with the same answers and the same errors either way. A real grpc.aio server in process, real
 models, real channels."""
 
@@ -12,9 +12,9 @@ import grpc
 import numpy as np
 import pytest
 
+from core.settings import Settings
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
-from settings import Settings
 from tests import modelkit
 
 ROW = [1.0, 2.0, 0.5, -1.0]
@@ -87,7 +87,7 @@ class GatePredictor:
 
 
 def _emulator(root: Path, inline_ms: float | None = None) -> Any:
-    from emulator import build_emulator
+    from boot import build_emulator
 
     modelkit.sklearn_model(root / "sk", "logreg", features=4)
     package = modelkit.custom_package(root / "pkg", "slow_predictors", SLOW_SOURCE, kind="dir")
@@ -109,7 +109,7 @@ def _emulator(root: Path, inline_ms: float | None = None) -> Any:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, grpc.Channel, Path]]:
-    from grpc_server import build_server
+    from grpcserve.server import build_server
 
     root = tmp_path_factory.mktemp("dispatch")
     server, port = build_server(_emulator(root), port=0)
@@ -244,7 +244,7 @@ def test_large_requests_run_in_the_pool(served: Any) -> None:
 
 
 def test_zero_sends_every_call_to_the_pool(tmp_path: Path) -> None:
-    from grpc_server import build_server
+    from grpcserve.server import build_server
 
     server, port = build_server(_emulator(tmp_path, inline_ms=0), port=0)
     server.start()

@@ -1,6 +1,6 @@
 """Slow gRPC clients (issue 17): calls that send their headers and part of a request message hold
 no thread, so well-behaved calls are still served (grpc's threaded server gave each such call a
-pool thread that waited for the message; grpc_server.GrpcServer receives it in an event loop)."""
+pool thread that waited for the message; grpcserve.server.GrpcServer receives it in an event loop)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from core.settings import Settings
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
-from settings import Settings
 
 STALLED_CALLS = 40  # the pool below has 4 threads
 
@@ -47,8 +47,8 @@ def stalled_calls(port: int, count: int) -> socket.socket:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[int]:
-    from emulator import build_emulator
-    from grpc_server import build_server
+    from boot import build_emulator
+    from grpcserve.server import build_server
 
     emu = build_emulator(Settings(state_dir=tmp_path / "state", threads=4), warm=False)
     started, port = build_server(emu, port=0)

@@ -18,7 +18,7 @@ HUGE = 4611686018427387904
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     root = tmp_path_factory.mktemp("bounds")
     modelkit.sklearn_model(root / "iris")

@@ -40,7 +40,7 @@ def test_serve_starts_grpc_beside_gunicorn_and_stops_both(tmp_path: Path) -> Non
     server = start_server(state, grpc_port=free_port())
     try:
         procs = children(server.proc.pid)
-        assert sorted("grpc_server.py" in c for c in procs.values()) == [False, True]
+        assert sorted("grpcserve" in c for c in procs.values()) == [False, True]
         assert any("gunicorn" in c for c in procs.values())
         # grps starts offline; online is shared state kept in the state directory
         assert requests.get(f"{server.url}/grps/v1/health/ready", timeout=5).status_code == 503
@@ -56,7 +56,7 @@ def test_serve_starts_grpc_beside_gunicorn_and_stops_both(tmp_path: Path) -> Non
     try:
         # a restarted server is offline again, whatever the previous one was told
         assert requests.get(f"{again.url}/grps/v1/health/ready", timeout=5).status_code == 503
-        grpc_child = next(p for p, c in children(again.proc.pid).items() if "grpc_server.py" in c)
+        grpc_child = next(p for p, c in children(again.proc.pid).items() if "grpcserve" in c)
         os.kill(grpc_child, signal.SIGKILL)  # one child dies: the whole server goes down
         assert again.proc.wait(timeout=30) == 128 + signal.SIGKILL
         with pytest.raises(requests.ConnectionError):
@@ -70,7 +70,7 @@ def test_grpc_port_zero_serves_http_only(tmp_path: Path) -> None:
     try:
         cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
         assert b"gunicorn" in cmdline  # app.py exec'd gunicorn: no supervisor, no gRPC process
-        assert not any("grpc_server.py" in c for c in children(server.proc.pid).values())
+        assert not any("grpcserve" in c for c in children(server.proc.pid).values())
     finally:
         stop_server(server.proc)
 
@@ -78,9 +78,9 @@ def test_grpc_port_zero_serves_http_only(tmp_path: Path) -> None:
 def test_grpc_server_refuses_to_start_without_a_port(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, str(root / "grpc_server.py")],
+        [sys.executable, "-m", "grpcserve"],
         env={**os.environ, "MLEMU_GRPC_PORT": "0", "MLEMU_STATE_DIR": str(tmp_path)},
-        capture_output=True, timeout=60, check=False)
+        cwd=root, capture_output=True, timeout=60, check=False)
     assert result.returncode == 2
     assert b"gRPC is disabled" in result.stderr
 

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from errors import Internal, InvalidArgument
+from core.errors import Internal, InvalidArgument
 from protocols import grps_tensors, tensor_binary
 from protocols import tensors as t
 

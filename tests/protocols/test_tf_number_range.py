@@ -14,7 +14,7 @@ BIG = b"1" + b"0" * 400  # 401 digits: past DBL_MAX (309 digits), short of Pytho
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
 
     root = tmp_path_factory.mktemp("range")
     tfmodels.tf1_static(root / "tf1")

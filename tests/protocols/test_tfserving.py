@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from settings import Settings
+from core.settings import Settings
 from tests import iamkit, modelkit
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from settings import Settings
+from core.settings import Settings
 from tests import modelkit
 
 pytestmark = pytest.mark.slow

@@ -87,7 +87,7 @@ NO_TENSORFLOW = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from app import create_app
-    from settings import Settings
+    from core.settings import Settings
     from tests import modelkit
 
     base = Path({base!r})

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import requests
 
-from settings import Settings, VertexSettings
+from core.settings import Settings, VertexSettings
 from tests import modelkit
 from tests.conftest import ROOT, free_port, stop_server
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app import create_app
-from settings import Settings, VertexSettings
+from core.settings import Settings, VertexSettings
 from tests import modelkit
 
 pytestmark = pytest.mark.slow

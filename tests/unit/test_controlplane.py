@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controlplane import listing
-from errors import InvalidArgument
+from core.errors import InvalidArgument
 from registry import owners, tasks
 from registry.resources import Operation, Version
 from tests import iamkit, modelkit
@@ -269,7 +269,7 @@ def test_deeply_nested_filters_and_page_tokens_are_invalid_arguments() -> None:
     import pytest
 
     from controlplane import listing
-    from errors import InvalidArgument
+    from core.errors import InvalidArgument
 
     fields = ("name", "labels")
     for spec in ("-" * 990 + "name=x", "(" * 300 + "name=x" + ")" * 300, "NOT " * 200 + "name=x"):
@@ -287,7 +287,7 @@ def test_deeply_nested_filters_and_page_tokens_are_invalid_arguments() -> None:
 def test_ids_ending_in_a_newline_are_refused() -> None:
     import pytest
 
-    from errors import InvalidArgument
+    from core.errors import InvalidArgument
     from registry import names
 
     for bad in ("nl\n", "m\n", "a\r\n"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from errors import ModelLoadError
+from core.errors import ModelLoadError
 from predictors.base import Predictor
 from registry.deployments import Deployments
 from registry.resources import Version

@@ -8,8 +8,8 @@ from typing import Any
 
 import dataplane
 from app import create_app
-from payloads import ANONYMOUS, ModelRef, PredictRequest
-from settings import Settings
+from core.payloads import ANONYMOUS, ModelRef, PredictRequest
+from core.settings import Settings
 from tests import modelkit
 from tests.unit.test_controlplane import wait_operation
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from errors import ModelLoadError
+from core.errors import ModelLoadError
 from registry import artifacts
 from registry.gcs import GcsCache
 from tests.conftest import free_port
@@ -125,8 +125,8 @@ def test_cloud_storage_and_postgres_libraries_load_only_when_used(tmp_path: Path
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from emulator import build_emulator\n"
-        "from settings import Settings\n"
+        "from boot import build_emulator\n"
+        "from core.settings import Settings\n"
         f"emu = build_emulator(Settings(state_dir=Path({str(tmp_path)!r})), warm=False)\n"
         "print(sorted(m for m in ('google.cloud.storage', 'psycopg') if m in sys.modules))\n"
     )

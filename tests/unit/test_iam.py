@@ -18,8 +18,8 @@ import pytest
 
 import auth
 from auth import identity, roles
-from errors import Unauthenticated, Unavailable
-from settings import Settings
+from core.errors import Unauthenticated, Unavailable
+from core.settings import Settings
 from tests import iamkit, modelkit
 
 SA = "runner@p.iam.gserviceaccount.com"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errors import PredictionFailed
+from core.errors import PredictionFailed
 from predictors import json_batch, json_tensor, json_values
 
 #: Rounds to float32 differently straight (up) and through a double (to the even float32 below).

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from errors import FailedPrecondition, NotFound
-from payloads import ModelRef
+from core.errors import FailedPrecondition, NotFound
+from core.payloads import ModelRef
 from registry import lookup
 from registry.resources import Model, Version
 from registry.store import SqliteStore

@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import app
-from envvars import BOOLEAN, COUNT, FLOAT, INTEGER, SettingsError, Var, choice, read
-from settings import SETTINGS, VERTEX_SETTINGS, Settings, VertexSettings
+from core.container_settings import VERTEX_SETTINGS
+from core.envvars import BOOLEAN, COUNT, FLOAT, INTEGER, SettingsError, Var, choice, read
+from core.settings import SETTINGS, Settings, VertexSettings
 from tests.conftest import ROOT
 
 

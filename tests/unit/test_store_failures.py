@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 
-from errors import Unavailable
+from core.errors import Unavailable
 from tests import modelkit
 from tests.conftest import ROOT
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from errors import Unavailable
+from core.errors import Unavailable
 from registry.resources import Model
 from registry.store import SqliteStore, Store, open_store
 from registry.store_base import SCHEMA_VERSION

@@ -8,7 +8,7 @@ import pytest
 from flask import Blueprint, Flask, abort
 
 import api
-from errors import ApiError
+from core.errors import ApiError
 from web.handlers import register_error_renderer
 from web.http import json_response
 

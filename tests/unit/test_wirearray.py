@@ -9,8 +9,8 @@ import numpy as np
 import orjson
 import pytest
 
-import wirearray
-import wirejson
+from core import wirejson
+from protocols import wirearray
 
 
 def reference(body: bytes) -> np.ndarray:

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-import wirejson
+from core import wirejson
 
 
 def test_loads_accepts_non_standard_tokens():

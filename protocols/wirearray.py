@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import simdjson
 
-import wirejson
+from core import wirejson
 
 #: Bodies from this size on are tried (smaller ones decode in microseconds either way, and their
 #: instances stay lists, which concurrent requests' batching merges).

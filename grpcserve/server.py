@@ -3,7 +3,7 @@
 Both services run over the same dataplane, registry and settings as the HTTP app (protocols/
 v2_grpc.py, protocols/grps_grpc.py). `python app.py serve` starts this as its own process beside
 gunicorn when MLEMU_GRPC_PORT is not 0 (it never forks a process that has loaded a framework);
-`python grpc_server.py` runs it alone. Messages may be up to MLEMU_MAX_MESSAGE_BYTES (64 MiB by
+`python -m grpcserve` runs it alone. Messages may be up to MLEMU_MAX_MESSAGE_BYTES (64 MiB by
 default; gRPC's own default is 4 MiB) in both directions.
 
 One process serves gRPC on one core at a time (the GIL), so `serve` starts MLEMU_GRPC_WORKERS of
@@ -23,18 +23,16 @@ import sys
 import threading
 from collections.abc import Coroutine
 from concurrent import futures
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import grpc
 
-from emulator import Emulator, build_emulator, configure_logging
-from errors import ApiError
-from grpc_dispatch import Dispatcher
-from settings import Settings
+from boot import build_emulator, configure_logging
+from core.errors import ApiError
+from core.settings import Settings
+from emulator import Emulator
+from grpcserve.dispatch import Dispatcher
 
 if TYPE_CHECKING:
     from observability.grpc import Observer
@@ -148,7 +146,7 @@ class _Services:
 def _handler(service: str, method: str, handler: grpc.RpcMethodHandler,
              observer: Observer | None, dispatcher: Dispatcher) -> grpc.RpcMethodHandler:
     """One method's handler as served: observed (metrics, trace context) when `observer` is
-    set, and, for a unary call, run where `dispatcher` says (grpc_dispatch.py)."""
+    set, and, for a unary call, run where `dispatcher` says (grpcserve/dispatch.py)."""
     if handler.unary_unary is not None:
         behavior = handler.unary_unary
         if observer is not None:
@@ -178,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings)
     args = sys.argv[1:] if argv is None else argv
     if args not in ([], ["--reuse-port"]):
-        log.error("usage: grpc_server.py [--reuse-port]")
+        log.error("usage: python -m grpcserve [--reuse-port]")
         return 2
     if not settings.grpc_port:
         log.error("MLEMU_GRPC_PORT is 0: gRPC is disabled")
@@ -218,7 +216,3 @@ def main(argv: list[str] | None = None) -> int:
     deadline.daemon = True
     deadline.start()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from settings import Settings
+from core.settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: gcloud beta's --explanation-method values -> ExplanationConfig field and its count field.

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 import explainers
-from errors import FailedPrecondition, InvalidArgument
+from core.errors import FailedPrecondition, InvalidArgument
+from core.payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from observability import context
-from payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from predictors.base import Predictor
 from registry import artifacts, lookup
 from registry.resources import Version, now_rfc3339

@@ -21,17 +21,17 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from settings import Settings
+    from core.settings import Settings
 
 #: How long the other children get to stop after one exits (gunicorn's graceful_timeout is 8 s).
 STOP_TIMEOUT_S = 12.0
 
 
 class PortInUse(Exception):
-    """The gRPC port is taken; the message is grpc_server.py's own words for a failed bind."""
+    """The gRPC port is taken; the message is grpcserve/server.py's own words for a failed bind."""
 
 
-def grpc_commands(settings: Settings, script: Path) -> list[list[str]]:
+def grpc_commands(settings: Settings) -> list[list[str]]:
     """The command lines of the gRPC server processes (settings.grpc_processes() of them),
     after checking that nothing listens on the gRPC port; PortInUse if something does."""
     try:
@@ -39,7 +39,7 @@ def grpc_commands(settings: Settings, script: Path) -> list[list[str]]:
     except OSError as exc:
         raise PortInUse(f"cannot listen on {settings.host}:{settings.grpc_port}: "
                         f"{exc.strerror or exc}") from None
-    command = [sys.executable, str(script)]
+    command = [sys.executable, "-m", "grpcserve"]
     count = settings.grpc_processes()
     return [[*command, "--reuse-port"] if count > 1 else command for _ in range(count)]
 

@@ -3,9 +3,8 @@
 This is the only module that reads os.environ. Each setting is declared once, as one line of
 SETTINGS: its Settings field, its variables, the kind of value it holds (envvars.py) and, for the
 few `app.py serve` takes on the command line, its flag. from_env, to_env and serve's flags are all
-derived from that table. Every variable is documented in the README ("Configuration"; a test
-keeps the two in step); the CLI translates its flags into these variables before starting
-gunicorn, so the master, every worker and the gRPC server all see the same settings.
+derived from that table. Every variable is documented (a test keeps the two in step); the CLI
+translates its flags into these variables, so every process sees the same settings.
 """
 
 from __future__ import annotations
@@ -13,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from envvars import (
+from core.container_settings import VertexSettings
+from core.envvars import (
     BOOLEAN,
     COUNT,
     DIRECTORY,
@@ -29,6 +29,14 @@ from envvars import (
     choice,
     read,
     write,
+)
+from core.sizing import (
+    AUTO_TOTAL_THREADS,
+    MAX_AUTO_WORKERS,
+    MEMORY_PER_THREAD,
+    MIN_AUTO_THREADS,
+    available_cpus,
+    available_memory,
 )
 
 #: AI Platform's online prediction request limit (1.5 MiB).
@@ -138,7 +146,7 @@ class Settings:
     grpc_workers: int | None = None
     #: A unary gRPC call runs on the server's event loop while that method's recent calls to
     #: its model took at most this many milliseconds; 0: always in the thread pool
-    #: (grpc_dispatch.py).
+    #: (grpcserve/dispatch.py).
     grpc_inline_ms: float = 1.0
     public_url: str | None = None
     log_level: str = "info"
@@ -302,7 +310,7 @@ class Settings:
         return self.grpc_workers or self.worker_layout(cpus)[0]
 
     def grpc_threads(self) -> int:
-        """Threads running one gRPC process's calls (grpc_server.py): MLEMU_THREADS when set (at
+        """Threads running one gRPC process's calls (grpcserve/server.py): MLEMU_THREADS when set (at
         least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
         event loop before a thread gets the call, so threads are for model compute only, and
         fewer of them leave more of the GIL to the loop: at c=8 over 2 processes, 4 threads each
@@ -310,112 +318,3 @@ class Settings:
         RandomForest at c=64: as many calls; issue 21, h24's note). Batching merges the calls
         in flight together, up to this many per process."""
         return max(MIN_AUTO_THREADS, self.threads or 0)
-
-
-#: worker_layout's bounds when MLEMU_WORKERS / MLEMU_THREADS are unset.
-MAX_AUTO_WORKERS = 8
-AUTO_TOTAL_THREADS = 64
-MIN_AUTO_THREADS = 4
-#: Memory budgeted per serving thread: a 1.5 MB body (AI Platform's request limit, our default
-#: MLEMU_MAX_REQUEST_BYTES) decodes to ~10x that in Python objects, plus the answer, with room.
-MEMORY_PER_THREAD = 32 * 1024 * 1024
-
-
-def available_memory(cgroup_root: Path = Path("/sys/fs/cgroup"),
-                     meminfo: Path = Path("/proc/meminfo")) -> int:
-    """Bytes this process may use: the machine's memory, capped by a cgroup memory limit
-    (cgroup v2 `memory.max`, v1 `memory/memory.limit_in_bytes`; Cloud Run and Kubernetes set
-    one). Unknown (not Linux): AUTO_TOTAL_THREADS' worth."""
-    total = AUTO_TOTAL_THREADS * MEMORY_PER_THREAD
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                total = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit in (cgroup_root / "memory.max", cgroup_root / "memory" / "memory.limit_in_bytes"):
-        try:
-            text = limit.read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            total = min(total, int(text))
-        break
-    return total
-
-
-def available_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> float:
-    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota.
-
-    Containers (Cloud Run, Kubernetes limits, `docker run --cpus`) usually limit CPU with a CFS
-    quota while os.cpu_count() still reports every host CPU; cgroup v2 exposes it as `cpu.max`
-    ("QUOTA PERIOD" or "max PERIOD"), cgroup v1 as cpu.cfs_quota_us / cpu.cfs_period_us.
-    """
-    try:
-        cpus = float(len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        cpus = float(os.cpu_count() or 1)
-    quota = _cgroup_quota(cgroup_root)
-    return min(cpus, quota) if quota else cpus
-
-
-def _cgroup_quota(root: Path) -> float | None:
-    try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        return int(quota) / int(period) if quota != "max" and int(period) > 0 else None
-    except (OSError, ValueError):
-        pass
-    try:
-        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
-    except (OSError, ValueError):
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class VertexSettings:
-    """Vertex AI's custom-container contract: the AIP_* variables Vertex AI sets in a container.
-
-    Serving mode starts when the health route, predict route and storage URI are all set
-    (AIP_HTTP_PORT, the port, is read with the other ports above). Spec:
-    https://cloud.google.com/vertex-ai/docs/predictions/custom-container-requirements
-    """
-
-    health_route: str
-    predict_route: str
-    storage_uri: str
-    deployed_model_id: str | None = None
-    #: A custom predictor (module.Class) and its packages for the model, like a version's
-    #: predictionClass / packageUris (MLEMU_VERTEX_PREDICTION_CLASS, MLEMU_VERTEX_PACKAGE_URIS).
-    prediction_class: str | None = None
-    package_uris: tuple[str, ...] = ()
-    #: Vertex AI's own variables, passed through unchanged to child processes.
-    passthrough: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_env(cls, get: Callable[[str], str | None]) -> VertexSettings | None:
-        values = read(VERTEX_SETTINGS, get)
-        if not all(values.get(name) for name in ("health_route", "predict_route", "storage_uri")):
-            return None
-        return cls(**values, passthrough={k: v for k in AIP_PASSTHROUGH if (v := get(k) or "")})
-
-    def to_env(self) -> dict[str, str]:
-        return {**self.passthrough, **write(VERTEX_SETTINGS, self)}
-
-
-#: VertexSettings' variables, declared as SETTINGS are.
-VERTEX_SETTINGS = (
-    Var("health_route", ("AIP_HEALTH_ROUTE",)),
-    Var("predict_route", ("AIP_PREDICT_ROUTE",)),
-    Var("storage_uri", ("AIP_STORAGE_URI",)),
-    Var("deployed_model_id", ("AIP_DEPLOYED_MODEL_ID",)),
-    Var("prediction_class", ("MLEMU_VERTEX_PREDICTION_CLASS",)),
-    Var("package_uris", ("MLEMU_VERTEX_PACKAGE_URIS",), LIST),
-)
-
-
-#: Other variables Vertex AI sets; mlemu only passes them on (AIP_HTTP_PORT becomes MLEMU_PORT).
-AIP_PASSTHROUGH = ("AIP_MODE", "AIP_MODE_VERSION", "AIP_MODEL_NAME", "AIP_ENDPOINT_ID",
-                   "AIP_PROJECT_NUMBER")

@@ -25,7 +25,7 @@ from typing import Any
 import click
 import yaml
 
-from cli_client import Api, local_uri, table, with_api
+from cli.client import Api, local_uri, table, with_api
 
 FORMATS = {"json": "JSON", "text": "TEXT", "tf-record": "TF_RECORD", "tf_record": "TF_RECORD",
            "tf-record-gzip": "TF_RECORD_GZIP", "tf_record_gzip": "TF_RECORD_GZIP"}

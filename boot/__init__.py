@@ -1,0 +1,79 @@
+"""The composition root: builds an Emulator from Settings and wires it (the store, the task
+runner with the operation and job handlers, the bootstrap file, the Vertex AI container model),
+and the process-wide logging and native-library environment every mlemu process starts with.
+
+`app.create_app` and the gRPC server call `build_emulator`; nothing below the adapters does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import auth
+from controlplane import job_work, operation_work
+from core.settings import Settings
+from emulator import Emulator
+from emulator.vertex_container import register_vertex_model
+from observability import logs
+from observability.metrics import Instruments
+from observability.request_log import RequestLogger
+from predictors.base import PredictorOptions
+from registry import artifacts, bootstrap
+from registry.deployments import Deployments
+from registry.gcs import GcsCache
+from registry.store import open_store
+from registry.tasks import TaskRunner
+
+log = logging.getLogger("mlemu")
+#: Batch prediction jobs one server process runs at once (more wait in QUEUED).
+JOB_THREADS = 4
+
+#: Environment for every process `app.py` starts (set before any TensorFlow import; a value the
+#: user set wins): TensorFlow's C++ INFO/WARNING start-up lines (CPU features, MLIR) off, and
+#: oneDNN's "custom operations are on" banner, which only TF_ENABLE_ONEDNN_OPTS=0 silences
+#: (TF 2.21 prints it before reading TF_CPP_MIN_LOG_LEVEL). TF Serving's standard builds do not
+#: use oneDNN's custom operations either, so its numerics are what this matches.
+QUIET_NATIVE_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def configure_logging(settings: Settings) -> None:
+    """One log format for every mlemu process: text, or Cloud Logging JSON
+    (observability/logs.py, which also quiets TensorFlow's Python logger below debug)."""
+    logs.configure(settings.log_level, settings.log_format,
+                   settings.trace_project or settings.default_project)
+
+
+
+def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
+    iam = auth.load_config(settings)  # a bad IAM config stops the start, before any state
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.database_url, settings.state_dir)
+    gcs = GcsCache(settings.gcs_cache_path, settings.storage_emulator_host)
+    options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread,
+                               tensorflow_threads=settings.tensorflow_threads)
+    instruments = Instruments() if settings.metrics else None
+    deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
+                              max_loaded=settings.max_loaded_versions, instruments=instruments)
+    emu = Emulator(settings, store, deployments, iam, instruments=instruments)
+    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments)
+    settings.models_root.mkdir(exist_ok=True)
+    emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
+    emu.data_sources = artifacts.Sources.for_server(
+        settings.local_data_roots(), None,
+        local_rule="batch prediction data must be under a directory this server keeps job data "
+                   "in (MLEMU_DATA_ROOTS)")
+    if settings.config_file is not None:
+        emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+    if settings.vertex is not None:
+        emu.bootstrap_versions.append(register_vertex_model(store, settings))
+    # Starting the runner also recovers operations a dead process left unfinished.
+    emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
+    operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
+    job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
+    emu.tasks.start()
+    if warm:
+        threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
+    else:
+        emu.warmed.set()
+    return emu

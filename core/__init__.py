@@ -1,0 +1,1 @@
+"""Core types every layer may import: settings, their kinds, errors, payloads, JSON."""

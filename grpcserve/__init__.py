@@ -1,0 +1,1 @@
+"""The gRPC server process (V2 GRPCInferenceService, grps GrpsService) and where its calls run."""
