@@ -58,6 +58,8 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 LOG_FORMATS = ("text", "json")
 #: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
+#: MLEMU_TFSERVING_UNVERSIONED: what a TF Serving route without a version serves.
+TFSERVING_UNVERSIONED = ("latest", "default")
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -99,6 +101,8 @@ SETTINGS = (
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
     Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
+    Var("explain_any_framework", ("MLEMU_EXPLAIN_ANY_FRAMEWORK",), BOOLEAN),
+    Var("tfserving_unversioned", ("MLEMU_TFSERVING_UNVERSIONED",), choice(*TFSERVING_UNVERSIONED)),
     Var("header_timeout", ("MLEMU_HEADER_TIMEOUT",), FLOAT),
     Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
     Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
@@ -166,6 +170,12 @@ class Settings:
     #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
     #: TensorFlow models only); off refuses them as the service did.
     batch_any_framework: bool = False
+    #: ml v1 :explain with sampled Shapley on SCIKIT_LEARN, XGBOOST and custom models (the real
+    #: service explained TensorFlow models only); off refuses them as the service did.
+    explain_any_framework: bool = False
+    #: TF Serving routes without a version: "latest" serves the highest numbered READY version
+    #: (TF Serving's Latest); "default" the ml v1 default version, as AI Platform's :predict.
+    tfserving_unversioned: str = "latest"
     #: Time limits for receiving a request (headers; headers and body), in seconds.
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
