@@ -16,6 +16,21 @@ from tests import modelkit
 
 pytestmark = pytest.mark.slow
 PROJECT = "mlemu"
+#: What tests/tfmodels.py's tf2 serving_default computes (total = sum(a) + b, scaled = a * b),
+#: as a custom prediction routine: one object per instance, keyed by output name.
+MULTI_SOURCE = """
+class MultiPredictor:
+    @classmethod
+    def from_path(cls, model_dir):
+        return cls()
+
+    def predict(self, instances, **kwargs):
+        out = []
+        for item in instances:
+            a, b = (item["a"], item["b"]) if isinstance(item, dict) else (item[:2], item[2])
+            out.append({"total": sum(a) + b, "scaled": [v * b for v in a]})
+        return out
+"""
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +43,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tfmodels.tf2_model(root / "tf2")
     modelkit.sklearn_model(root / "sk", "logreg", features=4)
     modelkit.xgboost_model(root / "xgb", features=3)
+    modelkit.custom_package(root / "pkg", "multi_predictor", MULTI_SOURCE, kind="dir")
+    (root / "multi").mkdir()
     return root
 
 
@@ -43,6 +60,9 @@ def make_client(base: Any, tmp_path_factory: pytest.TempPathFactory, **changes: 
         "tf2": {"versions": {"v1": {"deploymentUri": str(base / "tf2")}}},
         "sk": {"versions": {"v1": {"deploymentUri": str(base / "sk")}}},
         "xgb": {"versions": {"v1": {"deploymentUri": str(base / "xgb")}}},
+        "multi": {"versions": {"v1": {
+            "deploymentUri": str(base / "multi"), "predictionClass": "multi_predictor.MultiPredictor",
+            "packageUris": [str(base / "pkg" / "multi_predictor_src")]}}},
     }, project=PROJECT)
     settings = Settings(state_dir=tmp_path_factory.mktemp("state"), config_file=config,
                         default_project=PROJECT, **changes)
@@ -164,3 +184,56 @@ def test_b64_that_is_not_a_tf_example(client: Any, path: str, b64: str) -> None:
     assert status == 400
     assert "Could not parse example input, value: '" in body["error"]
     assert "codec" not in body["error"] and "utf-8" not in body["error"]
+
+
+# -- item 12: one layout for every framework --------------------------------------------------
+
+def test_columnar_outputs_of_several_outputs_as_tensorflow_writes_them(client: Any) -> None:
+    """000 ("Response format"): columnar answers are one object keyed by output name, each
+    holding the output's whole batch (json_tensor.cc MakeColumnarFormatJsonFromTensors), and row
+    answers one object per instance, both in rapidjson's PrettyWriter layout. The TensorFlow
+    model computing the same outputs is the oracle, byte for byte."""
+    rows = [{"a": [1.0, 2.0], "b": 2.0}, {"a": [-1.0, 0.5], "b": 0.5}]
+    columns = {"a": [[1.0, 2.0], [-1.0, 0.5]], "b": [2.0, 0.5]}
+    for body, custom_body in ((rows, rows), (columns, [[1.0, 2.0, 2.0], [-1.0, 0.5, 0.5]])):
+        key = "instances" if body is rows else "inputs"
+        expected = client.post("/v1/models/tf2:predict", data=json.dumps({key: body}))
+        answer = client.post("/v1/models/multi:predict", data=json.dumps({key: custom_body}))
+        assert expected.status_code == answer.status_code == 200
+        assert answer.data == expected.data
+    answer = json.loads(client.post("/v1/models/multi:predict", data=json.dumps(
+        {"inputs": [[1.0, 2.0, 2.0], [-1.0, 0.5, 0.5]]})).data)
+    assert answer == {"outputs": {"scaled": [[2.0, 4.0], [-0.5, 0.25]], "total": [5.0, 0.0]}}
+
+
+def test_single_output_of_other_frameworks_is_pretty(client: Any) -> None:
+    answer = client.post("/v1/models/sk:predict", data=json.dumps(
+        {"inputs": [[0.5, -1.0, 2.0, 0.1], [1.0, 1.0, 1.0, 1.0]]}))
+    assert answer.status_code == 200
+    assert answer.data.startswith(b'{\n    "outputs": [\n        ')
+
+
+def test_values_no_tensor_holds_keep_the_pretty_layout() -> None:
+    """Ragged lists and nested objects: rapidjson's PrettyWriter layout, which Python's json
+    module with a 4-space indent shares for such values."""
+    from protocols.tfserving_objects import predict_body
+
+    ragged = [[1, 2], [3], {"k": ["a", None, True]}, []]
+    assert predict_body(ragged, rows=True) == json.dumps(
+        {"predictions": ragged}, indent=4).encode()
+    keyed = [{"x": [1], "y": "a"}, {"x": [2, 3], "y": "b"}]
+    assert predict_body(keyed, rows=False) == json.dumps(
+        {"outputs": {"x": [[1], [2, 3]], "y": ["a", "b"]}}, indent=4).encode()
+
+
+# -- item 13: V2 platform names -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("model", "platform"), [
+    ("sk", ""), ("xgb", ""), ("multi", ""), ("half_plus_three", "tensorflow_savedmodel")])
+def test_v2_platform_is_one_of_the_protocols_names_or_empty(client: Any, model: str,
+                                                            platform: str) -> None:
+    """002 ("Platforms"): `<project>_<format>` names only (tensorflow_savedmodel, onnx_onnxv1,
+    ...); KServe answers "" for the models it serves (kserve/kserve python/kserve/kserve/
+    protocol/dataplane.py, model_metadata)."""
+    meta = json.loads(client.get(f"/v2/models/{model}").data)
+    assert meta["platform"] == platform
