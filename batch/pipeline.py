@@ -101,7 +101,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
                                 0o644) if self.spec.progress_path else None
 
     def _predict(self, instances: list[Any]) -> list[Any]:
-        return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
+        return self.decoder.predict(self.predictor, instances, self.kwargs)
 
     def _batch(self, batch: list[bytes], rows: list[Any], bad: list[str]) -> None:
         """One model call's records: their predictions onto `rows`, their errors onto `bad`."""
@@ -153,8 +153,11 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
 
 
 def _message(exc: Exception) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return f"Prediction failed: {message}"
+    """The errors_stats key of a failed prediction: the error's detail, as the service's pipeline
+    keyed them (kubeflow/batch-predict batch_prediction.py, PredictDoFn.process: the
+    PredictionError's `error_detail`, e.g. "Exception during sklearn prediction: ...")."""
+    detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+    return str(detail) or type(exc).__name__
 
 
 def _local(path: str) -> str:
