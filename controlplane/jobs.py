@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane import common, job_work, listing
+from controlplane import catalog, common, job_work, listing
 from controlplane.common import check_etag, field_error, parse_mask, require_object
 from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
 from core.payloads import Caller
@@ -77,6 +77,7 @@ def _check_input(spec: Any) -> dict[str, Any]:
     for field in ("outputPath", "region"):
         if not spec.get(field):
             raise field_error(InvalidArgument, f"{where}.{_SNAKE[field]}", f"{field} is required.")
+    catalog.check_region(spec["region"], f"{where}.region")
     given = [f for f in ("modelName", "versionName", "uri") if spec.get(f)]
     if len(given) != 1:
         raise field_error(InvalidArgument, f"{where}.model_version",
@@ -107,8 +108,9 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
         raise field_error(InvalidArgument, "job.prediction_input.model_name",
                           f"{name} is not in project {project}.")
     auth.authorize(emu, caller, permission, name)
-    framework = job_work.version_of(emu, spec).framework
-    job_work.check_framework(emu, framework)
+    version = job_work.version_of(emu, spec)
+    catalog.check_batch_machine_type(version, "job.prediction_input.model_version")
+    job_work.check_framework(emu, version.framework)
 
 
 def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import auth
 import explainers
 import predictors
-from controlplane import common, listing, operation_work, operations
+from controlplane import catalog, common, listing, operation_work, operations
 from controlplane.common import (
     VERSION_SCHEMA,
     check_etag,
@@ -68,6 +68,7 @@ def _check_spec(body: dict[str, Any]) -> None:
     labels = body.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise field_error(InvalidArgument, "version.labels", "labels must map strings to strings.")
+    catalog.check_runtime_version(body.get("runtimeVersion"), "version.runtime_version")
     if body.get("explanationConfig") is not None:
         _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")))
 
