@@ -40,6 +40,8 @@ class JobSpec:
     #: A file the workers append one line per predicted batch to (local runners only).
     progress_path: str = ""
     storage_emulator_host: str = ""
+    #: Seconds Cloud Storage has to list a remote input pattern (batch/sources.py, expand).
+    storage_answer_s: float = 30.0
 
     @property
     def forked_workers(self) -> bool:

@@ -63,3 +63,38 @@ def test_errors_are_keyed_by_the_errors_detail(tmp_path: Path) -> None:
     assert "Prediction failed" not in message
     assert json.loads(batchkit.shard_lines(batchkit.local_outputs(tmp_path / "out"),
                                            "prediction.results")[0]) in (0, 1)
+
+
+# -- item 7: an unreachable gs:// input fails the job promptly ---------------------------------
+
+def test_bounded_calls() -> None:
+    import threading
+
+    from batch.sources import bounded
+
+    assert bounded(lambda: 7, 5.0, "x") == 7
+    with pytest.raises(KeyError):
+        bounded(lambda: {}["k"], 5.0, "x")
+    never = threading.Event()
+    try:
+        with pytest.raises(ValueError, match=r"^Cloud Storage \(gs://b/x\) did not answer within "
+                                             r"0.01 seconds\. Check that the bucket exists"):
+            bounded(never.wait, 0.01, "Cloud Storage (gs://b/x)")
+    finally:
+        never.set()
+
+
+def test_unreachable_gs_input_fails_the_job_saying_why(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials and no Cloud Storage reachable (this machine has no network): Beam's
+    client probes for credentials and retries for minutes; the job fails once the bound passes,
+    naming the input and what to check."""
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name, raising=False)
+    modelkit.sklearn_model(tmp_path / "model", features=3)
+    spec = JobSpec(input_paths=["gs://mlemu-no-such-bucket/in-*.json"], data_format="JSON",
+                   output_path=str(tmp_path / "out"), model_dir=str(tmp_path / "model"),
+                   framework="SCIKIT_LEARN", storage_answer_s=2.0)
+    outcome = _run(spec, tmp_path / "work")
+    error = str(outcome["error"])
+    assert error.startswith("Cannot read input path gs://mlemu-no-such-bucket/in-*.json: "), error
