@@ -101,7 +101,8 @@ def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
         instances = instances.rows()
     model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
     explanations = explainers.explain(predictor, version.explanation_config, model_dir,
-                                      instances, req.parameters)
+                                      instances, req.parameters,
+                                      any_framework=emu.settings.explain_any_framework)
     _touch(emu, version)
     return explanations
 

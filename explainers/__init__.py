@@ -42,11 +42,13 @@ def parse_config(body: Any, where: str = "version.explanation_config") -> Method
     return config.parse(body, where)
 
 
-def check_deployable(explanation_config: Any, predictor: Predictor, model_dir: str) -> None:
-    """What versions.create checks once the model is loaded: the method suits the framework,
-    the metadata file is there and fits the model's inputs and outputs."""
+def check_deployable(explanation_config: Any, predictor: Predictor, model_dir: str,
+                     any_framework: bool = True) -> None:
+    """What versions.create checks once the model is loaded: the method suits the framework
+    (`any_framework`: config.check_framework), the metadata file is there and fits the model's
+    inputs and outputs."""
     method = config.parse(explanation_config)
-    config.check_framework(method, predictor.framework)
+    config.check_framework(method, predictor.framework, any_framework)
     features.layout(metadata.load(model_dir), predictor)
 
 
@@ -128,13 +130,15 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
 
 
 def explain(predictor: Predictor, explanation_config: Any, model_dir: str, instances: list[Any],
-            parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED) -> list[dict[str, Any]]:
-    """One `{"attributions_by_label": [...]}` per instance."""
+            parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED,
+            any_framework: bool = True) -> list[dict[str, Any]]:
+    """One `{"attributions_by_label": [...]}` per instance (`any_framework`: whether models
+    other than TensorFlow may be explained, config.check_framework)."""
     method = config.parse(explanation_config)
     if method.name == config.XRAI:
         raise Unimplemented("xraiAttribution is not implemented by mlemu; create the version with "
                             "integratedGradientsAttribution to explain image models.")
-    config.check_framework(method, predictor.framework)
+    config.check_framework(method, predictor.framework, any_framework)
     meta = metadata.load(model_dir)
     layout = features.layout(meta, predictor, parameters.get("signature_name"))
     rng = np.random.default_rng(seed)

@@ -32,7 +32,7 @@ BASELINE = [0.1, 0.3, -0.5]
 def write_metadata(directory: Path, inputs: dict[str, Any] | None = None, **extra: Any) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     body = {"inputs": inputs or {"data": {"input_baselines": [BASELINE],
-                                          "encoding": "bag_of_features"}},
+                                          "encoding": "identity"}},
             "outputs": {"score": {}}, "framework": "scikit_learn", **extra}
     (directory / metadata.FILE_NAME).write_text(json.dumps(body))
     return directory
