@@ -3,7 +3,8 @@ through Google's own ml v1 client (googleapiclient), `ml.projects().explain(...)
 attributions checked against known values: integrated gradients on linear TensorFlow models (a
 TF1 graph export and a TF2 export) is exactly w * (x - baseline); sampled Shapley on XGBoost,
 scikit-learn and a custom predictor matches exact Shapley values within the reported error.
-Also the errors: a bad config, a method the framework cannot run, a missing metadata file, XRAI,
+Also the errors: a bad config, a method the framework cannot run, a missing metadata file, XRAI
+on a model without an image input,
 a version without a config; and `python app.py explain`.
 """
 
@@ -274,8 +275,8 @@ def test_what_the_loaded_model_cannot_explain_fails_the_version(
 def test_explain_errors(ml: Any) -> None:
     with pytest.raises(HttpError) as info:
         explain(ml, f"{P}/models/xrai/versions/v1", [[1.0, 2.0, 3.0]])
-    assert info.value.resp.status == 501
-    assert "xraiAttribution is not implemented by mlemu" in error_of(info.value)["message"]
+    assert info.value.resp.status == 400  # XRAI ranks image regions; this input is a vector
+    assert "xraiAttribution explains one image input" in error_of(info.value)["message"]
     with pytest.raises(HttpError) as info:
         explain(ml, f"{P}/models/plain/versions/v1", [X])
     assert info.value.resp.status == 400
