@@ -91,8 +91,14 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
     def setup(self) -> None:
         if self.spec.storage_emulator_host:
             _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
-        self.predictor = load_predictor(self.spec)
-        self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+        try:
+            self.predictor = load_predictor(self.spec)
+            self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+        except Exception as exc:  # noqa: BLE001 - the job fails saying why, once
+            # Beam re-raises a DoFn's exception as a new one of its type built from its text;
+            # an mlemu error would prefix its words again ("Prediction failed: Prediction
+            # failed: ..."), so the job's reason travels as a plain exception.
+            raise JobFailure(_message(exc)) from None
         self.kwargs = {"signature_name": self.spec.signature_name} \
             if self.spec.signature_name else {}
         self.csv_keys: list[str] | None = None  # outputDataFormat CSV: fixed by the first row
@@ -150,6 +156,10 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         predictor = getattr(self, "predictor", None)
         if predictor is not None:
             predictor.close()
+
+
+class JobFailure(Exception):
+    """Why a job's workers cannot run (its model does not load, its signature is missing)."""
 
 
 def _message(exc: Exception) -> str:

@@ -98,3 +98,18 @@ def test_unreachable_gs_input_fails_the_job_saying_why(tmp_path: Path,
     outcome = _run(spec, tmp_path / "work")
     error = str(outcome["error"])
     assert error.startswith("Cannot read input path gs://mlemu-no-such-bucket/in-*.json: "), error
+
+
+def test_a_job_that_cannot_run_says_why_once(tmp_path: Path) -> None:
+    """A signature the model lacks fails the job in the model's words, said once (Beam rebuilds a
+    DoFn's exception from its text, which made mlemu's error prefix its words twice)."""
+    from tests import tfmodels
+
+    model = tfmodels.half_plus_two(tmp_path / "model")
+    (tmp_path / "in.json").write_text("[1.0]\n")
+    spec = JobSpec(input_paths=[str(tmp_path / "in.json")], data_format="JSON",
+                   output_path=str(tmp_path / "out"), model_dir=str(model),
+                   framework="TENSORFLOW", signature_name="nope")
+    error = str(_run(spec, tmp_path / "work")["error"])
+    assert error.startswith('Serving signature name: "nope" not found in signature def.'), error
+    assert "Prediction failed" not in error and "while running" not in error
