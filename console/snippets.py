@@ -1,0 +1,40 @@
+"""The "try it" request as the user would send it themselves: a curl command and Python with
+google-api-python-client (the client the ml v1 API is used through).
+
+With IAM enforced the snippets read the credential from the MLEMU_TOKEN environment variable:
+the console keeps the user's token in an HttpOnly cookie and never writes it into a page.
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+import shlex
+from typing import Any
+
+#: ml v1 methods the try-it form sends, with their googleapiclient call.
+METHODS = {"predict": "ml.projects().predict", "explain": "ml.projects().explain"}
+
+
+def curl(base_url: str, name: str, method: str, body: Any, enforced: bool) -> str:
+    url = f"{base_url.rstrip('/')}/v1/{name}:{method}"
+    lines = [f"curl -sS -X POST {shlex.quote(url)}", "  -H 'Content-Type: application/json'"]
+    if enforced:
+        lines.append('  -H "Authorization: Bearer $MLEMU_TOKEN"')
+    lines.append(f"  -d {shlex.quote(json.dumps(body))}")
+    return " \\\n".join(lines)
+
+
+def python(base_url: str, name: str, method: str, body: Any, enforced: bool) -> str:
+    if enforced:
+        imports = "import os\n\nfrom google.oauth2.credentials import Credentials\n"
+        credentials = 'Credentials(os.environ["MLEMU_TOKEN"])'
+    else:
+        imports = "from google.auth.credentials import AnonymousCredentials\n"
+        credentials = "AnonymousCredentials()"
+    body_text = pprint.pformat(body, width=80, sort_dicts=False)
+    return (f"{imports}from googleapiclient.discovery import build\n\n"
+            f'ml = build("ml", "v1", static_discovery=True, credentials={credentials},\n'
+            f'           client_options={{"api_endpoint": {base_url.rstrip("/")!r}}})\n'
+            f"body = {body_text}\n"
+            f"print({METHODS[method]}(name={name!r}, body=body).execute())\n")
