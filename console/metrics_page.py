@@ -35,10 +35,10 @@ def _figures() -> dict[str, Any]:
     first = history.samples[0]
     return {
         "off": False,
-        "charts": [charts.svg(chart("Requests per second", "req/s", "rps")),
-                   charts.svg(chart("p50 latency", "ms", "p50_ms")),
-                   charts.svg(chart("p99 latency", "ms", "p99_ms")),
-                   charts.svg(chart("Errors per second", "err/s", "errors_per_s"))],
+        "charts": [(f"{title} ({unit})", charts.svg(chart(title, unit, field))) for title, unit, field
+                   in (("Requests per second", "req/s", "rps"), ("p50 latency", "ms", "p50_ms"),
+                       ("p99 latency", "ms", "p99_ms"),
+                       ("Errors per second", "err/s", "errors_per_s"))],
         "legend": [(model, charts.color(i)) for i, model in enumerate(sorted(series))],
         "last": sorted(last.items()),
         "ratio": ratio,
