@@ -20,8 +20,16 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import ROOT, start_server, stop_server
-from tests.console.browserkit import (NARROW, WIDE, browser, copy_to, fits_width, resize,
-                                      screenshot, severe_entries)
+from tests.console.browserkit import (
+    NARROW,
+    WIDE,
+    browser,
+    copy_to,
+    fits_width,
+    resize,
+    screenshot,
+    severe_entries,
+)
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
 __all__ = ["browser"]  # the fixture, imported for this module

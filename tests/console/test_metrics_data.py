@@ -9,6 +9,9 @@ import pytest
 from console import charts
 from console.metrics_data import History, between, merge_ratio, parse, quantile
 
+IRIS = 'transport="http",protocol="aiplatform",method="predict",model="iris",version="v1"'
+HEALTH = 'transport="http",protocol="health",method="other",model="",version=""'
+
 
 def exposition(requests: int, errors: int, fast: int, merged_calls: int = 0,
                merged_requests: int = 0, loads: int = 1) -> str:
@@ -16,15 +19,15 @@ def exposition(requests: int, errors: int, fast: int, merged_calls: int = 0,
     under 100 ms), `errors` answered 429, plus a health probe that must not count."""
     total = requests + errors
     return f"""# TYPE mlemu_requests counter
-mlemu_requests_total{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1",code="200"}} {requests}
-mlemu_requests_total{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1",code="429"}} {errors}
-mlemu_requests_total{{transport="http",protocol="health",method="other",model="",version="",code="200"}} 50
+mlemu_requests_total{{{IRIS},code="200"}} {requests}
+mlemu_requests_total{{{IRIS},code="429"}} {errors}
+mlemu_requests_total{{{HEALTH},code="200"}} 50
 # TYPE mlemu_request_duration_seconds histogram
-mlemu_request_duration_seconds_bucket{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1",le="0.005"}} {fast}
-mlemu_request_duration_seconds_bucket{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1",le="0.1"}} {total}
-mlemu_request_duration_seconds_bucket{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1",le="+Inf"}} {total}
-mlemu_request_duration_seconds_count{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1"}} {total}
-mlemu_request_duration_seconds_sum{{transport="http",protocol="aiplatform",method="predict",model="iris",version="v1"}} 1.0
+mlemu_request_duration_seconds_bucket{{{IRIS},le="0.005"}} {fast}
+mlemu_request_duration_seconds_bucket{{{IRIS},le="0.1"}} {total}
+mlemu_request_duration_seconds_bucket{{{IRIS},le="+Inf"}} {total}
+mlemu_request_duration_seconds_count{{{IRIS}}} {total}
+mlemu_request_duration_seconds_sum{{{IRIS}}} 1.0
 # TYPE mlemu_batch_merged_requests histogram
 mlemu_batch_merged_requests_count{{model="iris",version="v1"}} {merged_calls}
 mlemu_batch_merged_requests_sum{{model="iris",version="v1"}} {merged_requests}
