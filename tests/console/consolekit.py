@@ -39,3 +39,25 @@ def csrf_of(page: str) -> str:
 
 def form(page: str, **fields: Any) -> dict[str, Any]:
     return {"csrf": csrf_of(page), **fields}
+
+
+def without_routes(client: Any, *prefixes: str) -> None:
+    """Make the app behind `client` answer 404 under `prefixes`, as a build without those
+    routes does (Flask's own words for an unknown URL): a stand-in for a build that lacks the
+    emulator controls or the Vertex AI API, whichever this build has."""
+    import json as _json
+
+    inner = client.application.wsgi_app
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if any(path.startswith(prefix) for prefix in prefixes):
+            message = f"The requested URL {path} was not found on this server."
+            body = _json.dumps({"error": {"code": 404, "message": message, "status": "NOT_FOUND"}}
+                               if path.startswith("/v1/") else {"error": message}).encode()
+            start_response("404 NOT FOUND", [("Content-Type", "application/json"),
+                                             ("Content-Length", str(len(body)))])
+            return [body]
+        return inner(environ, start_response)
+
+    client.application.wsgi_app = app

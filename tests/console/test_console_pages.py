@@ -8,7 +8,15 @@ import json
 
 import pytest
 
-from tests.console.consolekit import ADMIN_TOKEN, NOBODY_TOKEN, PROJECT, form, iam_config, iris_bootstrap
+from tests.console.consolekit import (
+    ADMIN_TOKEN,
+    NOBODY_TOKEN,
+    PROJECT,
+    form,
+    iam_config,
+    iris_bootstrap,
+    without_routes,
+)
 
 SCRIPT = "<script>alert('owned')</script>"
 
@@ -147,8 +155,9 @@ def test_the_setting_turns_the_console_off(make_app, tmp_path):
 
 
 def test_controls_and_requests_say_when_the_controls_are_absent(client):
-    """While this build has no /_mlemu/ routes (they answer 404) the pages say so."""
-    assert client.get("/_mlemu/faults").status_code == 404  # the precondition of this test
+    """In a build without the /_mlemu/ routes (they answer 404) the pages say so."""
+    without_routes(client, "/_mlemu/")
+    assert client.get("/_mlemu/faults").status_code == 404
     for path in ("/console/controls", "/console/requests"):
         page = client.get(path)
         assert page.status_code == 200 and b"not available in this build" in page.data
@@ -158,6 +167,7 @@ def test_controls_and_requests_say_when_the_controls_are_absent(client):
 
 
 def test_vertex_section_says_when_the_vertex_api_is_absent(client):
+    without_routes(client, f"/v1/projects/{PROJECT}/locations/")
     assert client.get(f"/v1/projects/{PROJECT}/locations/us-central1/models").status_code == 404
     page = client.get("/console/").data.decode()
     assert "The Vertex AI API is not available in this build." in page
