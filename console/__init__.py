@@ -64,7 +64,7 @@ def make_blueprint() -> Blueprint:
 
     @bp.errorhandler(session.SignInNeeded)
     def _sign_in(exc: session.SignInNeeded) -> WResponse:
-        return redirect(url_for("console.login", reason=exc.reason or None), 303)
+        return redirect(url_for("console.login", expired="1" if exc.reason else None), 303)
 
     @bp.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:

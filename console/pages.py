@@ -81,24 +81,34 @@ def try_version(project: str, model_id: str, version_id: str) -> Response:
     result = {"method": method, "text": text, "status": answer.status, "ms": elapsed_ms,
               "answer": json.dumps(parsed, indent=2) if parsed is not None
               else answer.body.decode("utf-8", "replace"),
-              "curl": snippets.curl(request.host_url, name, method, body, session.enforced()),
-              "python": snippets.python(request.host_url, name, method, body, session.enforced())}
+              "curl": snippets.curl(_base_url(), name, method, body, session.enforced()),
+              "python": snippets.python(_base_url(), name, method, body, session.enforced())}
     return _version_page(project, model_id, version_id, result)
+
+
+def _base_url() -> str:
+    """The URL clients use: MLEMU_PUBLIC_URL when set (e.g. behind Cloud Run), else this one."""
+    return emulator().settings.public_url or request.host_url
 
 
 def _version_page(project: str, model_id: str, version_id: str,
                   result: dict[str, Any] | None) -> Response:
     found = overview.version_page(emulator(), visitor().caller, project, model_id, version_id)
     text = result["text"] if result else json.dumps({"instances": []})
-    loaded = found["name"] in overview.loaded_here(emulator())
+    predictor = emulator().deployments.loaded().get(found["name"])
     return page("version.html", project=project, model_id=model_id, version=found,
-                resource=json.dumps(found, indent=2), loaded=loaded, result=result,
+                resource=json.dumps(found, indent=2), loaded=predictor is not None,
+                signature=predictor.signature() if predictor is not None else None, result=result,
                 body_text=text, method=result["method"] if result else "predict")
 
 
 def login() -> WResponse:
     if request.method == "GET":
-        return page("login.html", reason=request.args.get("reason", ""))
+        # A fixed sentence, never text from the query string (a link could not make this page
+        # say something else).
+        expired = request.args.get("expired") == "1"
+        return page("login.html", reason="Your credential is no longer accepted (expired or "
+                    "revoked): sign in again." if expired else "")
     session.check_csrf(request)
     token = request.form.get("token", "").strip()
     if token.lower().startswith("bearer "):

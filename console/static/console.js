@@ -43,7 +43,20 @@ function setUpRefresh() {
   window.setInterval(refresh, 5000);
 }
 
+// Overview: reload while batch jobs run (their state, counts and log tail are live), but never
+// while the user is typing in a form.
+function setUpLiveReload() {
+  var live = document.querySelector("[data-reload]");
+  if (!live) { return; }
+  window.setTimeout(function () {
+    var active = document.activeElement;
+    if (active && active.form) { setUpLiveReload(); return; }
+    window.location.reload();
+  }, Number(live.dataset.reload) * 1000);
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   setUpCopyButtons();
   setUpRefresh();
+  setUpLiveReload();
 });

@@ -191,3 +191,28 @@ def test_metrics_charts_from_two_samples(client):
     page = client.get("/console/metrics/charts").data.decode()
     assert "<polyline" in page and "<td>iris</td>" in page
     assert "<td>0.30</td>" in page  # 3 requests in the 10 s between the samples
+
+
+def test_overview_shows_batch_jobs_with_counts_and_their_log_tail(client):
+    """Jobs as the store holds them mid-run (written directly: the pipeline itself is
+    tests/clients/test_batch_jobs.py's subject) and the tail of the pipeline's log."""
+    from registry import jobs
+
+    emu = client.emu
+    running = jobs.Job(jobs.job_name(PROJECT, "score_nightly"), {"dataFormat": "JSON"},
+                       state="RUNNING", prediction_output={"predictionCount": "1200",
+                                                           "errorCount": "3"})
+    failed = jobs.Job(jobs.job_name(PROJECT, "broken"), {"dataFormat": "JSON"}, state="FAILED",
+                      error_message="Input " + SCRIPT + " unreadable.")
+    jobs.put_job(emu.store, running)
+    jobs.put_job(emu.store, failed)
+    log = emu.settings.jobs_path / PROJECT / "score_nightly" / "pipeline.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(f"line {i}\n" for i in range(50)) + f"stage {SCRIPT} done\n")
+    text = client.get("/console/").data.decode()
+    assert "score_nightly" in text and "RUNNING" in text
+    assert "predictions: 1200 · errors: 3" in text
+    assert "line 49" in text and "line 40" not in text  # the tail only
+    assert "broken" in text and "FAILED" in text
+    assert SCRIPT not in text and "stage &lt;script&gt;" in text
+    assert 'data-reload="5"' in text  # a running job: the page reloads itself
