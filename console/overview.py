@@ -9,6 +9,8 @@ names (the overview's project field).
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +52,7 @@ def valid_project(project: str) -> bool:
     return names.PROJECT_RE.fullmatch(project) is not None
 
 
-def _section(call: Any, key: str) -> Section:
+def _section(call: Callable[[], dict[str, Any]], key: str) -> Section:
     try:
         return Section(call().get(key, []))
     except ApiError as exc:
@@ -62,8 +64,9 @@ def models_with_versions(emu: Emulator, caller: Caller, project: str) -> Section
     section = _section(lambda: models.list_models(emu, caller, f"projects/{project}",
                                                   page_size=PAGE), "models")
     for model in section.items:
-        listed = _section(lambda m=model: versions.list_versions(emu, caller, m["name"],
-                                                                   page_size=PAGE), "versions")
+        name: str = model["name"]
+        listed = _section(functools.partial(versions.list_versions, emu, caller, name,
+                                            page_size=PAGE), "versions")
         model["versions"], model["versionsError"] = listed.items, listed.error
     return section
 

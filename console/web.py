@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, current_app, g, render_template, request
 
@@ -15,6 +15,9 @@ from console.controls_client import ControlsClient
 from console.loopback import Answer, call
 from console.metrics_data import History, Sample
 from observability import exposition
+
+if TYPE_CHECKING:
+    from emulator import Emulator
 
 STATE_KEY = "mlemu_console"
 
@@ -31,8 +34,9 @@ def state() -> ConsoleState:
     return found
 
 
-def emulator() -> Any:
-    return current_app.extensions["mlemu"]
+def emulator() -> Emulator:
+    found: Emulator = current_app.extensions["mlemu"]
+    return found
 
 
 def visitor() -> session.Visitor:
@@ -73,8 +77,8 @@ def controls() -> ControlsClient:
 def metrics_sample() -> Sample | None:
     """The newest metrics sample (a new one when the last is older than the history's interval);
     None when metrics are off."""
-    emu = emulator()
-    if emu.instruments is None:
+    instruments = emulator().instruments
+    if instruments is None:
         return None
     return state().history.take(
-        lambda: exposition.render(emu.instruments, None)[0].decode("utf-8", "replace"))
+        lambda: exposition.render(instruments, None)[0].decode("utf-8", "replace"))

@@ -155,3 +155,39 @@ def test_overview_screenshot_for_the_readme(server, browser):
         small.save(README_SHOT, optimize=True)
     assert 0 < README_SHOT.stat().st_size < 200_000
     copy_to(README_SHOT, shot.with_name("overview-readme-small.png"))
+
+
+def test_sign_in_under_iam_enforce_keeps_the_token_from_scripts(tmp_path, browser):
+    """IAM enforced: the console asks for a token once; the cookie holding it is invisible to
+    the page's scripts (HttpOnly) and the pages act with its principal."""
+    from tests.console.consolekit import ADMIN_TOKEN, iam_config
+
+    live = start_server(tmp_path / "state", iris_bootstrap(tmp_path), env={
+        "MLEMU_PROJECT": PROJECT, "MLEMU_IAM_MODE": "enforce",
+        "MLEMU_IAM_CONFIG": str(iam_config(tmp_path))})
+    try:
+        resize(browser, WIDE)
+        browser.delete_all_cookies()
+        browser.get(f"{live.url}/console/")
+        assert browser.current_url.startswith(f"{live.url}/console/login")
+        token = browser.find_element(By.ID, "token")
+        assert browser.find_element(By.CSS_SELECTOR, "label[for=token]").text == "Token"
+        token.send_keys(ADMIN_TOKEN, Keys.ENTER)
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1").text
+                                         == "Overview")
+        assert "user:ann@example.com" in browser.find_element(By.CLASS_NAME, "who").text
+        assert "iris" in browser.find_element(By.ID, "main").text
+        assert "mlemu_console" not in browser.execute_script("return document.cookie;")
+        held = {c["name"]: c for c in browser.get_cookies()}
+        assert held["mlemu_console_token"]["httpOnly"] is True
+        assert held["mlemu_console_token"]["sameSite"] == "Strict"
+        assert ADMIN_TOKEN not in browser.page_source
+        screenshot(browser, "overview-signed-in")
+        assert severe_entries(browser) == []
+        browser.find_element(By.CSS_SELECTOR, ".signout button").click()
+        WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(
+            f"{live.url}/console/login"))
+        assert "mlemu_console_token" not in {c["name"] for c in browser.get_cookies()}
+    finally:
+        stop_server(live.proc)
+        browser.delete_all_cookies()
