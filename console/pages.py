@@ -94,11 +94,12 @@ def _base_url() -> str:
 def _version_page(project: str, model_id: str, version_id: str,
                   result: dict[str, Any] | None) -> Response:
     found = overview.version_page(emulator(), visitor().caller, project, model_id, version_id)
-    text = result["text"] if result else json.dumps({"instances": []})
     predictor = emulator().deployments.loaded().get(found["name"])
+    signature = predictor.signature() if predictor is not None else None
+    text = result["text"] if result else snippets.example_body(signature)
     return page("version.html", project=project, model_id=model_id, version=found,
                 resource=json.dumps(found, indent=2), loaded=predictor is not None,
-                signature=predictor.signature() if predictor is not None else None, result=result,
+                signature=signature, result=result,
                 body_text=text, method=result["method"] if result else "predict")
 
 

@@ -12,8 +12,26 @@ import pprint
 import shlex
 from typing import Any
 
+from predictors.base import Signature
+
 #: ml v1 methods the try-it form sends, with their googleapiclient call.
 METHODS = {"predict": "ml.projects().predict", "explain": "ml.projects().explain"}
+
+
+#: Widest row the try-it form fills in from a signature (wider ones start empty).
+MAX_EXAMPLE_COLUMNS = 64
+_NUMERIC = ("FP", "INT", "UINT")
+
+
+def example_body(signature: Signature | None) -> str:
+    """The try-it form's starting body: one row of zeros when the loaded model says it takes a
+    single numeric input of rows of N values (scikit-learn, XGBoost), else no instances."""
+    if signature is not None and len(signature.inputs) == 1:
+        spec = signature.inputs[0]
+        if len(spec.shape) == 2 and 0 < spec.shape[1] <= MAX_EXAMPLE_COLUMNS \
+                and spec.datatype.startswith(_NUMERIC):
+            return json.dumps({"instances": [[0.0] * spec.shape[1]]})
+    return json.dumps({"instances": []})
 
 
 def curl(base_url: str, name: str, method: str, body: Any, enforced: bool) -> str:

@@ -105,3 +105,4 @@ def test_charts_escape_names_and_say_when_empty():
     drawn = charts.svg(charts.Chart("p99 <b>", "ms", {"<script>": [(0.0, 1.0), (5.0, 3.0)]}))
     assert "<script>" not in drawn and "p99 &lt;b&gt;" in drawn
     assert drawn.count("<polyline") == 1 and "last 5s" in drawn
+
