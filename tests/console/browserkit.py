@@ -71,6 +71,16 @@ def fits_width(driver) -> bool:
         "return document.documentElement.scrollWidth <= window.innerWidth + 1;"))
 
 
+def unlabelled_controls(driver) -> list[str]:
+    """Form controls a screen reader could not name: no <label>, no aria-label."""
+    return driver.execute_script("""
+        return Array.from(document.querySelectorAll(
+            'input:not([type=hidden]), select, textarea, button'))
+          .filter(e => e.labels && e.labels.length === 0 && !e.getAttribute('aria-label')
+                       && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+          .map(e => e.outerHTML);""")
+
+
 def copy_to(path: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, target)

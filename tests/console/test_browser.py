@@ -29,6 +29,7 @@ from tests.console.browserkit import (
     resize,
     screenshot,
     severe_entries,
+    unlabelled_controls,
 )
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
@@ -76,6 +77,7 @@ def test_every_page_loads_without_javascript_errors(server, browser, size):
         assert shot.stat().st_size > 0
         assert severe_entries(browser) == [], name
         assert fits_width(browser), f"{name} scrolls sideways at {size}"
+        assert unlabelled_controls(browser) == [], name
     # the label holding a script tag is text on the page, never markup
     browser.get(pages(server.url)["overview"])
     assert "<script>alert(1)</script>" in browser.find_element(By.ID, "main").text

@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.conftest import start_server, stop_server
-from tests.console.browserkit import WIDE, browser, resize, screenshot, severe_entries
+from tests.console.browserkit import WIDE, browser, resize, screenshot, severe_entries, unlabelled_controls
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
 __all__ = ["browser"]  # the fixture, imported for this module
@@ -44,6 +44,7 @@ def fill(browser, field_id: str, text: str) -> None:
 def test_a_fault_added_in_the_console_is_what_the_api_answers_next(server, browser):
     resize(browser, WIDE)
     browser.get(f"{server.url}/console/controls")
+    assert unlabelled_controls(browser) == []
     Select(browser.find_element(By.ID, "f-protocol")).select_by_value("aiplatform")
     fill(browser, "f-method", "predict")
     fill(browser, "f-project", PROJECT)
