@@ -8,6 +8,7 @@ Routes (all under /console/; MLEMU_CONSOLE=false leaves them unregistered, so th
                                                      operations, loaded models and memory
   GET  /console/projects/P/models/M                  a model and its versions
   GET  /console/projects/P/models/M/versions/V       a version; POST .../try: "try it"
+  GET  /console/projects/P/locations/L/endpoints/E   a Vertex AI endpoint; POST .../try: "try it"
   GET  /console/metrics (+ /metrics/charts)          metrics at a glance
   GET  /console/requests (POST /requests/clear)      the request journal
   GET  /console/controls (+ POST forms)              faults, timing, reset, snapshot export/import
@@ -20,12 +21,13 @@ from flask import Blueprint, Flask, Response, redirect, request, url_for
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as WResponse
 
-from console import control_pages, metrics_page, pages, session
+from console import control_pages, endpoint_pages, metrics_page, pages, session
 from console.web import STATE_KEY, ConsoleState, page
 from core.errors import ApiError
 
 PREFIX = "/console"
 _VERSION = "/projects/<project>/models/<model_id>/versions/<version_id>"
+_ENDPOINT = "/projects/<project>/locations/<location>/endpoints/<endpoint_id>"
 _ROUTES = (
     ("/", "index", pages.index, ("GET",)),
     ("/login", "login", pages.login, ("GET", "POST")),
@@ -33,6 +35,8 @@ _ROUTES = (
     ("/projects/<project>/models/<model_id>", "model", pages.model, ("GET",)),
     (_VERSION, "version", pages.version, ("GET",)),
     (_VERSION + "/try", "try_version", pages.try_version, ("POST",)),
+    (_ENDPOINT, "endpoint", endpoint_pages.endpoint, ("GET",)),
+    (_ENDPOINT + "/try", "try_endpoint", endpoint_pages.try_endpoint, ("POST",)),
     ("/metrics", "metrics", metrics_page.metrics, ("GET",)),
     ("/metrics/charts", "metrics_charts", metrics_page.metrics_charts, ("GET",)),
     ("/requests", "requests", control_pages.journal, ("GET",)),

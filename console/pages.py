@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 from flask import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as WResponse
 
-from console import overview, session, snippets
-from console.web import api as call_api
+from console import overview, session, snippets, tryit
 from console.web import controls, emulator, metrics_sample, page, visitor
 from core.errors import ApiError, InvalidArgument
 
@@ -63,32 +61,8 @@ def version(project: str, model_id: str, version_id: str) -> Response:
 
 
 def try_version(project: str, model_id: str, version_id: str) -> Response:
-    session.check_csrf(request)
-    method = request.form.get("method", "predict")
-    if method not in snippets.METHODS:
-        raise InvalidArgument(f"Unknown method {method!r}: predict or explain.")
-    text = request.form.get("body", "")
-    try:
-        body = json.loads(text)
-    except ValueError as exc:
-        return _version_page(project, model_id, version_id, {"error": f"The body is not JSON: {exc}",
-                                                             "method": method, "text": text})
     name = f"projects/{project}/models/{model_id}/versions/{version_id}"
-    started = time.perf_counter()
-    answer = call_api("POST", f"/v1/{name}:{method}", json.dumps(body).encode())
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    parsed = answer.json()
-    result = {"method": method, "text": text, "status": answer.status, "ms": elapsed_ms,
-              "answer": json.dumps(parsed, indent=2) if parsed is not None
-              else answer.body.decode("utf-8", "replace"),
-              "curl": snippets.curl(_base_url(), name, method, body, session.enforced()),
-              "python": snippets.python(_base_url(), name, method, body, session.enforced())}
-    return _version_page(project, model_id, version_id, result)
-
-
-def _base_url() -> str:
-    """The URL clients use: MLEMU_PUBLIC_URL when set (e.g. behind Cloud Run), else this one."""
-    return emulator().settings.public_url or request.host_url
+    return _version_page(project, model_id, version_id, tryit.send(name, snippets.python))
 
 
 def _version_page(project: str, model_id: str, version_id: str,

@@ -43,16 +43,38 @@ def curl(base_url: str, name: str, method: str, body: Any, enforced: bool) -> st
     return " \\\n".join(lines)
 
 
-def python(base_url: str, name: str, method: str, body: Any, enforced: bool) -> str:
+def _credentials(enforced: bool) -> tuple[str, str]:
+    """The imports and the credentials expression of a Python snippet."""
     if enforced:
-        imports = "import os\n\nfrom google.oauth2.credentials import Credentials\n"
-        credentials = 'Credentials(os.environ["MLEMU_TOKEN"])'
-    else:
-        imports = "from google.auth.credentials import AnonymousCredentials\n"
-        credentials = "AnonymousCredentials()"
+        return ("import os\n\nfrom google.oauth2.credentials import Credentials\n",
+                'Credentials(os.environ["MLEMU_TOKEN"])')
+    return "from google.auth.credentials import AnonymousCredentials\n", "AnonymousCredentials()"
+
+
+def python(base_url: str, name: str, method: str, body: Any, enforced: bool) -> str:
+    imports, credentials = _credentials(enforced)
     body_text = pprint.pformat(body, width=80, sort_dicts=False)
     return (f"{imports}from googleapiclient.discovery import build\n\n"
             f'ml = build("ml", "v1", static_discovery=True, credentials={credentials},\n'
             f'           client_options={{"api_endpoint": {base_url.rstrip("/")!r}}})\n'
             f"body = {body_text}\n"
             f"print({METHODS[method]}(name={name!r}, body=body).execute())\n")
+
+
+def vertex_python(base_url: str, endpoint: str, method: str, body: Any, enforced: bool) -> str:
+    """The same request with the Vertex AI SDK (google-cloud-aiplatform) over REST: `instances`
+    and `parameters` of the body are the SDK call's arguments."""
+    imports, credentials = _credentials(enforced)
+    parts = endpoint.split("/")  # projects/P/locations/L/endpoints/E
+    instances = body.get("instances", []) if isinstance(body, dict) else body
+    parameters = body.get("parameters") if isinstance(body, dict) else None
+    arguments = f"instances={pprint.pformat(instances, width=80, sort_dicts=False)}"
+    if parameters is not None:
+        arguments += f", parameters={pprint.pformat(parameters, width=80, sort_dicts=False)}"
+    shown = "predictions" if method == "predict" else "explanations"
+    return (f"{imports}from google.cloud import aiplatform\n\n"
+            f"aiplatform.init(project={parts[1]!r}, location={parts[3]!r},\n"
+            f"                api_endpoint={base_url.rstrip('/')!r}, api_transport=\"rest\",\n"
+            f"                credentials={credentials})\n"
+            f"endpoint = aiplatform.Endpoint({endpoint!r})\n"
+            f"print(endpoint.{method}({arguments}).{shown})\n")

@@ -216,3 +216,10 @@ def test_overview_shows_batch_jobs_with_counts_and_their_log_tail(client):
     assert "broken" in text and "FAILED" in text
     assert SCRIPT not in text and "stage &lt;script&gt;" in text
     assert 'data-reload="5"' in text  # a running job: the page reloads itself
+
+
+def test_endpoint_page_says_when_the_vertex_api_is_absent(client):
+    without_routes(client, f"/v1/projects/{PROJECT}/locations/")
+    page = client.get(f"/console/projects/{PROJECT}/locations/us-central1/endpoints/123")
+    assert page.status_code == 404
+    assert b"The Vertex AI API is not available in this build." in page.data
