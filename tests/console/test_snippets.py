@@ -35,3 +35,17 @@ def test_snippets_quote_what_the_user_typed():
                     and node.targets[0].id == "body")
     assert ast.literal_eval(assigned.value) == body
     assert "ml.projects().explain(name='projects/p/models/m/versions/v', body=body)" in code
+
+
+def test_the_vertex_sdk_snippet_calls_the_endpoint():
+    from console.snippets import vertex_python
+
+    name = "projects/demo/locations/europe-west4/endpoints/42"
+    code = vertex_python("http://127.0.0.1:8080/", name, "explain",
+                         {"instances": [[1, 2]], "parameters": {"k": "it's"}}, enforced=True)
+    ast.parse(code)
+    assert "aiplatform.init(project='demo', location='europe-west4'," in code
+    assert "api_endpoint='http://127.0.0.1:8080', api_transport=\"rest\"" in code
+    assert 'Credentials(os.environ["MLEMU_TOKEN"])' in code
+    assert f"aiplatform.Endpoint({name!r})" in code
+    assert "endpoint.explain(instances=[[1, 2]], parameters={'k': \"it's\"}).explanations" in code
