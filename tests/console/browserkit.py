@@ -46,6 +46,14 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
+@pytest.fixture(autouse=True)
+def blank_page(browser) -> None:
+    """Each test starts on a blank page with an empty console log: what a page left behind (a
+    fetch cut short by leaving it) is not the next test's error."""
+    browser.get("about:blank")
+    browser.get_log("browser")
+
+
 def resize(driver, size: tuple[int, int]) -> None:
     """The viewport (not the window) at `size`, so pages are checked at exactly that width."""
     driver.set_window_size(*size)

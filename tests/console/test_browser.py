@@ -23,6 +23,7 @@ from tests.conftest import ROOT, start_server, stop_server
 from tests.console.browserkit import (
     NARROW,
     WIDE,
+    blank_page,
     browser,
     copy_to,
     fits_width,
@@ -33,7 +34,7 @@ from tests.console.browserkit import (
 )
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
-__all__ = ["browser"]  # the fixture, imported for this module
+__all__ = ["blank_page", "browser"]  # the fixtures, imported for this module
 pytestmark = pytest.mark.slow
 README_SHOT = ROOT / "docs" / "img" / "console-overview.png"
 INSTANCES = [[1.0, 0.5, 0.0, 0.0], [-2.0, -1.0, 0.0, 0.0]]

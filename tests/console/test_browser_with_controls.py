@@ -14,10 +14,18 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.conftest import start_server, stop_server
-from tests.console.browserkit import WIDE, browser, resize, screenshot, severe_entries, unlabelled_controls
+from tests.console.browserkit import (
+    WIDE,
+    blank_page,
+    browser,
+    resize,
+    screenshot,
+    severe_entries,
+    unlabelled_controls,
+)
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
-__all__ = ["browser"]  # the fixture, imported for this module
+__all__ = ["blank_page", "browser"]  # the fixtures, imported for this module
 pytestmark = pytest.mark.slow
 INSTANCES = [[1.0, 0.5, 0.0, 0.0]]
 
