@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from console.loopback import Answer, WsgiApp, call
@@ -72,12 +74,19 @@ def _route_missing(answer: Answer) -> bool:
     return "URL" in text or "not found on this server" in text.lower()
 
 
-class ControlsClient:
-    """The controls and Vertex AI lists, called with one console user's credentials."""
+_VERTEX_LIST = re.compile(r"/v1/projects/<[^>]+>/locations/<[^>]+>/(models|endpoints)")
 
-    def __init__(self, app: WsgiApp, headers: dict[str, str]) -> None:
+
+class ControlsClient:
+    """The controls and Vertex AI lists, called with one console user's credentials.
+
+    `routes` are the app's URL rules: a Vertex AI list the app has no rule for is not asked
+    (the request would only add a 404 to the request journal at every overview)."""
+
+    def __init__(self, app: WsgiApp, headers: dict[str, str], routes: Iterable[str] = ()) -> None:
         self._app = app
         self._headers = headers
+        self._vertex = {m.group(1) for rule in routes if (m := _VERTEX_LIST.fullmatch(rule))}
 
     def _call(self, method: str, path: str, body: Any = None, *,
               query: dict[str, str] | None = None, raw: bytes | None = None,
@@ -131,8 +140,8 @@ class ControlsClient:
     # --- Vertex AI ------------------------------------------------------------------------
     def vertex(self, project: str, location: str, collection: str) -> Listing:
         """`models` or `endpoints` of a Vertex AI location (first page of 100)."""
+        if collection not in self._vertex:
+            return Listing(False)
         answer = self._call("GET", f"/v1/projects/{project}/locations/{location}/{collection}",
                             query={"pageSize": "100"})
-        if answer.status == 404 and not _route_missing(answer) and "location" in error_text(answer):
-            return Listing(False)
-        return _listing(answer, collection)
+        return _listing(answer, collection)  # an unknown location: its error, shown as such

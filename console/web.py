@@ -71,7 +71,8 @@ def api(method: str, path: str, body: bytes | None = None) -> Answer:
 
 
 def controls() -> ControlsClient:
-    return ControlsClient(current_app.wsgi_app, visitor().api_headers())
+    return ControlsClient(current_app.wsgi_app, visitor().api_headers(),
+                          [rule.rule for rule in current_app.url_map.iter_rules()])
 
 
 def metrics_sample() -> Sample | None:
