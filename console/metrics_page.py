@@ -9,20 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response
+from flask import Response, request
 
-from console import charts
+from console import charts, overview
 from console.metrics_data import between, merge_ratio, pairs
-from console.web import metrics_sample, page, state, visitor
+from console.web import emulator, metrics_sample, page, state, visitor
 
 
 def _figures() -> dict[str, Any]:
-    visitor()  # signed in (IAM enforced) before any figure is shown
+    who = visitor()  # signed in (IAM enforced) before any figure is shown
     sample = metrics_sample()
     if sample is None:
         return {"off": True}
+    emu = emulator()
+    project = request.args.get("project") or emu.settings.default_project
+    visible = overview.visible_models(emu, who.caller, project)
+
+    def shown(model: str) -> bool:
+        return visible is None or model in visible
+
     history = state().history
-    series = history.points()
+    series = {model: points for model, points in history.points().items() if shown(model)}
 
     def chart(title: str, unit: str, field: str) -> charts.Chart:
         return charts.Chart(title, unit, {
@@ -30,7 +37,7 @@ def _figures() -> dict[str, Any]:
             for model, points in series.items()})
 
     recent = pairs(history.samples)
-    last = between(*recent[-1]) if recent else {}
+    last = {m: p for m, p in between(*recent[-1]).items() if shown(m)} if recent else {}
     ratio = merge_ratio(*recent[-1]) if recent else None
     first = history.samples[0]
     return {

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import auth
 from controlplane import jobs, models, operations, versions
 from core.errors import ApiError
 from core.payloads import Caller
@@ -113,6 +114,19 @@ def version_page(emu: Emulator, caller: Caller, project: str, model: str,
                  version: str) -> dict[str, Any]:
     """A version's resource (ApiError when it cannot be read)."""
     return versions.get_version(emu, caller, f"projects/{project}/models/{model}/versions/{version}")
+
+
+def visible_models(emu: Emulator, caller: Caller, project: str) -> set[str] | None:
+    """Model ids whose figures (metrics, loaded versions: labelled by model id, not project) this
+    caller may see: None (all) with IAM off or metrics public, else the models of `project` it
+    may list."""
+    if not auth.enforced(emu) or emu.settings.metrics_public:
+        return None
+    try:
+        listed = models.list_models(emu, caller, f"projects/{project}", page_size=PAGE)
+    except ApiError:
+        return set()
+    return {model["name"].rsplit("/", 1)[-1] for model in listed.get("models", [])}
 
 
 def loaded_here(emu: Emulator) -> list[str]:

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as WResponse
 
 from console import overview, session, snippets, tryit
+from console.metrics_data import Sample
 from console.web import controls, emulator, metrics_sample, page, visitor
 from core.errors import ApiError, InvalidArgument
+from core.payloads import Caller
+
+if TYPE_CHECKING:
+    from emulator import Emulator
 
 #: Where Vertex AI resources are listed unless the page asks for another location.
 DEFAULT_LOCATION = "us-central1"
@@ -37,9 +42,18 @@ def index() -> Response:
         operations=overview.recent_operations(emu, who.caller, project),
         vertex_models=client.vertex(project, location, "models"),
         vertex_endpoints=client.vertex(project, location, "endpoints"),
-        loaded=sorted(sample.loaded.items()) if sample else
-        [(name, 1.0) for name in overview.loaded_here(emu)],
+        loaded=_loaded(emu, who.caller, project, sample),
         memory=sorted(sample.memory.items()) if sample else [("", _own_memory())])
+
+
+def _loaded(emu: Emulator, caller: Caller, project: str,
+            sample: Sample | None) -> list[tuple[str, float]]:
+    """Loaded versions ("model/version", processes holding it) the visitor may know of."""
+    found = sorted(sample.loaded.items()) if sample else [
+        ("/".join(name.split("/")[3::2]), 1.0) for name in overview.loaded_here(emu)]
+    visible = overview.visible_models(emu, caller, project)
+    return [(name, count) for name, count in found
+            if visible is None or name.split("/", 1)[0] in visible]
 
 
 def _own_memory() -> float:

@@ -223,3 +223,29 @@ def test_endpoint_page_says_when_the_vertex_api_is_absent(client):
     page = client.get(f"/console/projects/{PROJECT}/locations/us-central1/endpoints/123")
     assert page.status_code == 404
     assert b"The Vertex AI API is not available in this build." in page.data
+
+
+def test_enforce_shows_figures_only_of_models_the_principal_may_list(make_app, tmp_path):
+    """Metrics and loaded versions are labelled by model id, not project: under IAM enforce a
+    principal sees those of the models it may list, and nothing of the others."""
+    from console.web import STATE_KEY
+
+    client = make_app(iris_bootstrap(tmp_path), default_project=PROJECT, iam_mode="enforce",
+                      iam_config=iam_config(tmp_path))
+    now = [1000.0]
+    client.application.extensions[STATE_KEY].history.clock = lambda: now[0]
+    login = client.get("/console/login").data.decode()
+    client.post("/console/login", data=form(login, token=NOBODY_TOKEN))
+    client.get("/console/metrics")
+    answer = client.post(f"/v1/projects/{PROJECT}/models/iris:predict",
+                         json={"instances": [[1, 2, 3, 4]]},
+                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert answer.status_code == 200
+    now[0] += 10
+    hidden = client.get("/console/metrics/charts").data.decode()
+    assert "<td>iris</td>" not in hidden and "<polyline" not in hidden
+    assert "iris/v1" not in client.get("/console/").data.decode()
+    client.post("/console/login", data=form(login, token=ADMIN_TOKEN))
+    shown = client.get("/console/metrics/charts").data.decode()
+    assert "<td>iris</td>" in shown and "<polyline" in shown
+    assert "iris/v1" in client.get("/console/").data.decode()
