@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.parser import text_string_to_metric_families
 
 #: Protocol labels that are not model serving (health probes, /metrics, management, unknown).
-NOT_SERVING = frozenset({"health", "metrics", "ml_v1", "other", "console"})
+NOT_SERVING = frozenset({"health", "metrics", "ml_v1", "other"})
 
 
 @dataclasses.dataclass

@@ -1,7 +1,8 @@
 """The console's read pages: overview, a model, a version with its "try it" form, sign-in.
 
-Each view gathers through console/overview.py (the use cases, with the visitor's credentials)
-and renders a template; nothing here decides what a user may see.
+Each view gathers through console/overview.py (the use cases, with the visitor's credentials,
+decide what a user may see; figures labelled by model id only are filtered by
+`overview.visible_models`) and renders a template.
 """
 
 from __future__ import annotations
