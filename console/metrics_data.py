@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -144,18 +145,22 @@ class History:
         self.interval_s = interval_s
         self.clock = clock
         self.samples: collections.deque[Sample] = collections.deque(maxlen=keep)
+        self._lock = threading.Lock()
 
     def take(self, read: Callable[[], str]) -> Sample:
         """The newest sample, reading a new one through `read` when the last is old enough."""
-        now = self.clock()
-        if not self.samples or now - self.samples[-1].at >= self.interval_s:
-            self.samples.append(parse(read(), now))
-        return self.samples[-1]
+        # One reader at a time: two threads sampling together would keep two samples a moment
+        # apart, and a rate over that moment is meaningless.
+        with self._lock:
+            now = self.clock()
+            if not self.samples or now - self.samples[-1].at >= self.interval_s:
+                self.samples.append(parse(read(), now))
+            return self.samples[-1]
 
     def points(self) -> dict[str, list[Point]]:
         """Each model's points over the kept samples, oldest first."""
         series: dict[str, list[Point]] = {}
-        for old, new in pairs(self.samples):
+        for old, new in pairs(list(self.samples)):
             for model, point in between(old, new).items():
                 series.setdefault(model, []).append(point)
         return series

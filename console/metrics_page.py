@@ -36,7 +36,7 @@ def _figures() -> dict[str, Any]:
             model: [(p.at, getattr(p, field)) for p in points if getattr(p, field) is not None]
             for model, points in series.items()})
 
-    recent = pairs(history.samples)
+    recent = pairs(list(history.samples))
     last = {m: p for m, p in between(*recent[-1]).items() if shown(m)} if recent else {}
     ratio = merge_ratio(*recent[-1]) if recent else None
     first = history.samples[0]
