@@ -1,4 +1,4 @@
-"""Every relative link of README.md and docs/*.md reaches a file of the repository, and a link to
+"""Every relative link of README.md, docs/*.md, DESIGN.md and the bench notes reaches a file of the repository, and a link to
 a heading (`page.md#heading`, `#heading`) reaches a heading of that page, with the anchors GitHub
 makes from headings."""
 
@@ -50,9 +50,12 @@ def broken_links(page: Path) -> list[str]:
 
 
 PAGES = examples.pages()
+#: Pages whose links are checked too, though they hold no examples.
+OTHERS = [examples.ROOT / "DESIGN.md", examples.ROOT / "bench" / "NOTES.md",
+          *sorted((examples.ROOT / "bench" / "notes").glob("*.md"))]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[examples.page_id(p) for p in PAGES])
+@pytest.mark.parametrize("page", PAGES + OTHERS, ids=[examples.page_id(p) for p in PAGES + OTHERS])
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []
 
