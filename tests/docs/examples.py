@@ -7,6 +7,7 @@ A fenced block's info string is `LANG [MODE]`. `sh` and `python` blocks are exam
 - `synopsis`: command-line syntax, checked against the command line's own options;
 - `setup=NAME`: run after the named setup of tests/docs/test_setups.py prepares what it needs;
 - `no-run: REASON`: shown, not run (needs a Docker engine, a cloud account, ...); REASON is required.
+- `output`: what a command prints, shown as it is.
 
 A `# ...` comment right after a command (or after a python `print(...)`) that parses as JSON (a
 Python literal for python) is that command's expected output. `json` and `yaml` blocks must parse.
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 #: Languages whose blocks are examples.
 EXAMPLES = ("sh", "python")
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-MODE = re.compile(r"^(?:|synopsis|setup=[a-z_]+|no-run: \S.*)$")
+MODE = re.compile(r"^(?:|synopsis|output|setup=[a-z_]+|no-run: \S.*)$")
 
 
 def pages() -> list[Path]:
@@ -43,7 +44,7 @@ class Block:
     page: Path
     line: int  # of the opening fence, 1-based
     lang: str
-    mode: str  # "", "synopsis", "setup=NAME" or "no-run: REASON"
+    mode: str  # "", "synopsis", "output", "setup=NAME" or "no-run: REASON"
     text: str
 
     @property

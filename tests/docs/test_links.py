@@ -1,6 +1,6 @@
-"""Every relative link of README.md, docs/*.md, DESIGN.md and the bench notes reaches a file of the repository, and a link to
-a heading (`page.md#heading`, `#heading`) reaches a heading of that page, with the anchors GitHub
-makes from headings."""
+"""Every relative link of README.md, docs/*.md, DESIGN.md and the bench notes reaches a file of
+the repository, and a link to a heading (`page.md#heading`, `#heading`) reaches a heading of that
+page, with the anchors GitHub makes from headings."""
 
 from __future__ import annotations
 
