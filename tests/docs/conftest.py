@@ -1,5 +1,5 @@
 """The server the documentation's examples run against: `make serve`'s (the demo models of
-demo/bootstrap.yaml, project `demo`), shared by this package's modules."""
+demo/bootstrap.yaml, project `demo`, HTTP and gRPC), shared by this package's modules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, LiveServer, start_server, stop_server
+from tests.conftest import ROOT, LiveServer, free_port, start_server, stop_server
 
 
 @pytest.fixture(scope="package")
@@ -19,6 +19,7 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     is loaded at warm-up."""
     subprocess.run([sys.executable, str(ROOT / "demo" / "make_models.py")], check=True)
     state: Path = tmp_path_factory.mktemp("demo") / "state"
-    server = start_server(state, ROOT / "demo" / "bootstrap.yaml", env={"MLEMU_PROJECT": "demo"})
+    server = start_server(state, ROOT / "demo" / "bootstrap.yaml", env={"MLEMU_PROJECT": "demo"},
+                          grpc_port=free_port())
     yield server
     stop_server(server.proc)

@@ -24,7 +24,16 @@ pytestmark = pytest.mark.slow
 #: curl as written, plus the HTTP status on a line of its own after the body (the one thing the
 #: command's own output lacks to tell an answer from an error).
 CURL_PRELUDE = "curl() { command curl --silent --show-error --write-out '\\n%{http_code}' \"$@\"; }\n"
-LOCAL_URL = re.compile(r"http://(127\.0\.0\.1|localhost):8080")
+LOCAL_HTTP = re.compile(r"(127\.0\.0\.1|localhost):8080\b")
+LOCAL_GRPC = re.compile(r"(127\.0\.0\.1|localhost):8081\b")
+
+
+def local(text: str, server: LiveServer) -> str:
+    """The text with `make serve`'s addresses (HTTP 8080, with or without `http://`; gRPC 8081)
+    pointing at `server`."""
+    assert server.grpc_target is not None
+    http = server.url.removeprefix("http://")
+    return LOCAL_GRPC.sub(server.grpc_target, LOCAL_HTTP.sub(http, text))
 
 
 def ids(blocks: list[Block]) -> list[str]:
@@ -53,7 +62,7 @@ def test_sh_example_answers_as_documented(block: Block, demo_server: LiveServer)
         assert step.command.startswith("curl "), (
             f"{block.where}: {step.command!r}: a run `sh` block holds curl commands; mark others "
             "`synopsis`, `setup=NAME` or `no-run: REASON`")
-        command = LOCAL_URL.sub(demo_server.url, step.command)
+        command = local(step.command, demo_server)
         run = subprocess.run(["bash", "-c", CURL_PRELUDE + command], capture_output=True,
                              text=True, timeout=120, cwd=ROOT)
         assert run.returncode == 0, (step.command, run.stderr)
@@ -69,7 +78,7 @@ def test_sh_example_answers_as_documented(block: Block, demo_server: LiveServer)
 
 @pytest.mark.parametrize("block", PYTHON, ids=ids(PYTHON))
 def test_python_example_runs_as_written(block: Block, demo_server: LiveServer) -> None:
-    code = LOCAL_URL.sub(demo_server.url, block.text)
+    code = local(block.text, demo_server)
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, (block.where, run.stderr)
