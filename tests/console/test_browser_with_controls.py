@@ -111,3 +111,16 @@ def test_reset_empties_the_overview(server, browser):
     assert "scratch" not in text and "iris" in text
     screenshot(browser, "overview-after-reset")
     assert severe_entries(browser) == []
+
+
+def test_controls_and_requests_read_in_a_narrow_window(server, browser):
+    from tests.console.browserkit import NARROW, fits_width
+
+    resize(browser, NARROW)
+    for path in ("/console/controls", "/console/requests"):
+        browser.get(server.url + path)
+        assert fits_width(browser), path
+        assert unlabelled_controls(browser) == [], path
+        screenshot(browser, path.rsplit("/", 1)[-1] + "-narrow-with-controls")
+        assert severe_entries(browser) == [], path
+    resize(browser, WIDE)
