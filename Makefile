@@ -1,4 +1,4 @@
-# The README's commands. Everything installs into .venv on first use.
+# The commands of the README and docs/. Everything installs into .venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -29,7 +29,7 @@ serve: demo
 	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
 	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
 	@echo "Manage them from another terminal: ./mlemu models list --url http://127.0.0.1:$(PORT)"
-	MLEMU_PROJECT=demo $(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
+	MLEMU_PROJECT=demo MLEMU_EXPLAIN_ANY_FRAMEWORK=true $(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
 
 test: venv system-deps
 	$(PY) -m pytest
@@ -38,6 +38,9 @@ test: venv system-deps
 # One line each, `package:probe`: the package is installed when no file matches the probe.
 SYSTEM_DEPS += postgresql:/usr/lib/postgresql/*/bin/pg_ctl
 SYSTEM_DEPS += prometheus:/usr/bin/prometheus
+# The console's browser tests (tests/console/): headless Chromium and its WebDriver.
+SYSTEM_DEPS += chromium:/usr/bin/chromium
+SYSTEM_DEPS += chromium-driver:/usr/bin/chromedriver
 APT_GET ?= $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
 system-deps:
@@ -49,7 +52,7 @@ system-deps:
 	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q --no-install-recommends $$missing; \
 	fi
 
-# Benchmark (README "Performance"): peers in their own virtualenvs, wrk and h2load from Debian.
+# Benchmark (docs/performance.md): peers in their own virtualenvs, wrk and h2load from Debian.
 BENCH_VENVS := bench/.venvs
 # The load generators join system-deps' list for this target (and its prerequisites) only.
 bench-deps: SYSTEM_DEPS += wrk:/usr/bin/wrk nghttp2-client:/usr/bin/h2load
