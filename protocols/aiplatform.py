@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -103,11 +103,15 @@ def ml_predictions(predictions: Any) -> list[Any]:
     `tolist()`, and refused anything else (kubeflow/batch-predict kubeflow_batch_predict/
     prediction/prediction_lib.py, SklearnModel.postprocess: INVALID_OUTPUTS "Bad output type
     returned after running ..."; the custom prediction routines guide: predict "Returns: A list
-    of outputs containing the prediction results. This list must be JSON serializable")."""
+    of outputs containing the prediction results. This list must be JSON serializable").
+    A generator or other iterator (a custom predictor written to stream over grps) is listed:
+    an mlemu extension, which the data plane's request log relies on too."""
     if isinstance(predictions, list):
         return predictions
     if isinstance(predictions, np.ndarray):
         return list(predictions.tolist())
+    if isinstance(predictions, Iterator) and not isinstance(predictions, (str, bytes)):
+        return list(predictions)
     raise PredictionFailed(
         f"Bad output type returned after running predict: {type(predictions).__name__}. The "
         "predict function should return either a numpy ndarray or a list.")
