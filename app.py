@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
+    from api.vertex_operations import register_vertex_unimplemented
     from boot import build_emulator, configure_logging
     from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
@@ -77,9 +78,11 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
+    _register_vertex_api(flask_app)
     register_authentication(flask_app)
     register_fallbacks(flask_app)
-    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
+    register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
+    register_vertex_unimplemented(flask_app)  # last: 501 for the Vertex AI methods not served
     # Every request is counted and access-logged once: Flask's by this middleware around it...
     emu = flask_app.extensions["mlemu"]
     observed = None
@@ -96,11 +99,23 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     return flask_app
 
 
+def _register_vertex_api(flask_app: Flask) -> None:
+    """Vertex AI's API (docs/vertex.md): models, endpoints, operations and prediction."""
+    from api.vertex_endpoints import bp as endpoints_bp
+    from api.vertex_models import bp as models_bp
+    from api.vertex_operations import bp as operations_bp
+    from protocols.vertex_prediction import bp as prediction_bp
+
+    for bp in (models_bp, endpoints_bp, operations_bp, prediction_bp):
+        flask_app.register_blueprint(bp)
+
+
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
                "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
-               "protocols.grps", "protocols.tfserving", "protocols.v2")
+               "protocols.grps", "protocols.tfserving", "protocols.v2", "api.vertex_models",
+               "api.vertex_endpoints", "api.vertex_operations", "protocols.vertex_prediction")
 
 
 def import_app_modules() -> None:

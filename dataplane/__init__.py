@@ -67,6 +67,14 @@ def check_parameters(predictor: Predictor, parameters: dict[str, object]) -> Non
 
 def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> PredictResponse:
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
+    return predict_resolved(emu, version, predictor, req)
+
+
+def predict_resolved(emu: Emulator, version: Version, predictor: Predictor, req: PredictRequest,
+                     *, stored: bool = True) -> PredictResponse:
+    """The prediction itself, once a surface resolved what serves it (`resolve`, or Vertex AI's
+    endpoint routing in dataplane/vertex.py): parameters checked, batched, bookkept, logged.
+    `stored`: the version is an ml v1 Version in the store (its lastUseTime is kept)."""
     check_parameters(predictor, req.parameters)
     instances = req.instances
     if isinstance(instances, NumericInstances):
@@ -79,7 +87,8 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
         predictions = emu.deployments.batchers.get(predictor, limit, observer).predict(instances)
     else:
         predictions = predictor.predict(instances, **req.parameters)
-    _touch(emu, version)
+    if stored:
+        _touch(emu, version)
     logging_config = version.extra.get("requestLoggingConfig")
     if logging_config:  # AI Platform's request-response logging (observability/request_log.py)
         if not hasattr(predictions, "__len__"):  # a generator: the answer needs it too
