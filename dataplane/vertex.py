@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 import dataplane
-from core.errors import NotFound
+import explainers
+from core.errors import FailedPrecondition, NotFound
 from core.payloads import Caller, PredictRequest, PredictResponse
+from explainers import vertex_spec
 from observability import context
 from predictors.base import Predictor
 from registry import vertex_serving
@@ -53,6 +55,27 @@ def predict(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
     if predictor.framework:
         req = PredictRequest(req.instances)
     return target, dataplane.predict_resolved(emu, target.version, predictor, req, stored=False)
+
+
+def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
+            deployed_model_id: str | None = None, override: dict[str, Any] | None = None,
+            ) -> tuple[Target, Any, list[dict[str, Any]]]:
+    """Predictions and their explanations (explainers/), with the deployed model's
+    explanationSpec (or its model's), `override`'s fields taking precedence."""
+    target, predictor = resolve(emu, caller, endpoint, EXPLAIN, deployed_model_id)
+    spec = dict(target.explanation_spec or {})
+    spec.update({k: v for k, v in (override or {}).items() if v})
+    if not spec or target.explanations_disabled:
+        raise FailedPrecondition(
+            f"Deployed model {target.deployed_model_id} of endpoint `{endpoint}` does not support "
+            "explanations: upload the model, or deploy it, with an explanationSpec.")
+    instances = list(req.instances) if isinstance(req.instances, list) else req.instances.rows()
+    result = dataplane.predict_resolved(emu, target.version, predictor, PredictRequest(instances),
+                                        stored=False)
+    explained = explainers.explain(predictor, vertex_spec.to_config(spec), None, instances,
+                                   req.parameters if not predictor.framework else {},
+                                   meta=vertex_spec.to_metadata(spec))
+    return target, result.predictions, [vertex_spec.to_explanation(e) for e in explained]
 
 
 def identity(target: Target) -> dict[str, Any]:

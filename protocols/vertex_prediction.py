@@ -75,3 +75,24 @@ def raw_predict(project: str, location: str, endpoint: str) -> Response:
     target, result = vertex_dataplane.predict(emu, caller, name, req)
     return _json({"predictions": encode_predictions(result.predictions)},
                  vertex_dataplane.identity_headers(target))
+
+
+EXPLAIN_KEYS = ("instances", "parameters", "explanationSpecOverride", "deployedModelId")
+
+
+@bp.post(ENDPOINT + ":explain")
+def explain(project: str, location: str, endpoint: str) -> Response:
+    name = _endpoint(project, location, endpoint)
+    emu, caller, body = _read(vertex_dataplane.EXPLAIN, name)
+    if not isinstance(body, dict):
+        raise InvalidArgument("Invalid JSON payload received. Expected an ExplainRequest object.")
+    extra = {k: body[k] for k in EXPLAIN_KEYS[2:] if k in body}
+    req = decode_vertex_predict({k: v for k, v in body.items() if k not in extra})
+    override = extra.get("explanationSpecOverride")
+    if override is not None and not isinstance(override, dict):
+        raise InvalidArgument("explanationSpecOverride must be an object.")
+    deployed = extra.get("deployedModelId")
+    target, predictions, explanations = vertex_dataplane.explain(
+        emu, caller, name, req, str(deployed) if deployed else None, override)
+    return _json({"explanations": explanations, "deployedModelId": target.deployed_model_id,
+                  "predictions": encode_predictions(predictions)})

@@ -37,6 +37,7 @@ class Target:
     model_version_id: str
     model_display_name: str
     explanation_spec: dict[str, Any] | None
+    explanations_disabled: bool = False
 
 
 @dataclasses.dataclass
@@ -85,7 +86,8 @@ def build_routes(doc: dict[str, Any]) -> Routes:
     targets = {
         dm["id"]: Target(serving_version(endpoint, dm), dm["id"], dm["model"],
                          dm.get("modelVersionId", "1"), dm.get("_modelDisplayName", ""),
-                         dm.get("explanationSpec") or dm.get("_explanationSpec"))
+                         dm.get("explanationSpec") or dm.get("_explanationSpec"),
+                         bool(dm.get("disableExplanations")))
         for dm in doc.get("deployedModels", [])
     }
     split = tuple(sorted((str(k), int(v)) for k, v in (doc.get("trafficSplit") or {}).items()))

@@ -23,6 +23,7 @@ from controlplane.vertex.common import (
 )
 from core.errors import AlreadyExists, ApiError, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
+from explainers import vertex_spec
 from registry import vertex_resources as vr
 from registry import vertex_serving, vertex_traffic
 from registry.resources import new_etag, now_rfc3339
@@ -138,6 +139,9 @@ def deploy_model(emu: Emulator, caller: Caller, endpoint: str, body: Any) -> dic
         "createTime": now_rfc3339(), "_uid": vr.new_uid(),
         **_serving_fields(emu, model_doc, vid)}
     dm.setdefault("displayName", model_doc["versions"][vid].get("displayName", ""))
+    spec = dm.get("explanationSpec") or dm.get("_explanationSpec")
+    if spec and not dm.get("disableExplanations"):
+        vertex_spec.check(spec, dm["_framework"])
     try:  # load now: a model that cannot serve fails the operation, not the first request
         emu.deployments.get(vertex_serving.serving_version(endpoint, dm))
     except ApiError as exc:

@@ -21,6 +21,7 @@ from controlplane.vertex.common import (
 )
 from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
+from explainers import vertex_spec
 from registry import artifacts
 from registry import vertex_resources as vr
 from registry.resources import new_etag, now_rfc3339
@@ -65,6 +66,8 @@ def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[
         emu.sources.check(uri, "artifactUri")
         if not artifacts.is_remote(uri):
             artifacts.resolve_model_dir(uri)  # a missing local directory is refused now
+    if model.get("explanationSpec"):
+        vertex_spec.check(model["explanationSpec"], vr.framework_of(image) or "")
     aliases = [a for a in model.get("versionAliases", []) or []]
     now = now_rfc3339()
     version = {k: model[k] for k in SETTABLE if k in model}

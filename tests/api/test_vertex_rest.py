@@ -171,3 +171,28 @@ def test_versions_filters_and_paging(client: Any, models: dict[str, Any]) -> Non
     assert default_delete.json["error"]["status"] == "FAILED_PRECONDITION"
     assert call(client, "DELETE", f"/v1/{a}@1:deleteVersion").status_code == 200
     assert call(client, "GET", f"/v1/{a}@1").status_code == 404
+
+
+def test_explain_needs_a_spec_that_suits_the_framework(client: Any, models: dict[str, Any]) -> None:
+    plain = upload(client, "b", models)
+    ep = endpoint(client)
+    deploy(client, ep, plain)
+    refused = call(client, "POST", f"/v1/{ep}:explain", {"instances": ROW})
+    assert refused.status_code == 400
+    assert refused.json["error"]["status"] == "FAILED_PRECONDITION"
+    assert "explanationSpec" in refused.json["error"]["message"]
+    gradients = {"parameters": {"integratedGradientsAttribution": {"stepCount": 10}},
+                 "metadata": {"inputs": {"x": {}}, "outputs": {"y": {}}}}
+    bad = call(client, "POST", f"/v1/{ep}:deployModel", {"deployedModel": {
+        "model": plain, "explanationSpec": gradients}, "trafficSplit": {"0": 0, **{
+            k: v for k, v in call(client, "GET", f"/v1/{ep}").json["trafficSplit"].items()}}})
+    assert bad.status_code == 400 and "TensorFlow" in bad.json["error"]["message"]
+    shapley = {"parameters": {"sampledShapleyAttribution": {"pathCount": 4}},
+               "metadata": {"inputs": {"x": {}}, "outputs": {"y": {}}}}
+    answer = call(client, "POST", f"/v1/{ep}:explain",
+                  {"instances": ROW, "explanationSpecOverride": shapley})
+    assert answer.status_code == 200, answer.json
+    (attribution,) = answer.json["explanations"][0]["attributions"]
+    assert len(attribution["featureAttributions"]["x"]) == 4
+    assert answer.json["predictions"] == pytest.approx(
+        models["b"].predict(np.asarray(ROW)).tolist())

@@ -138,6 +138,37 @@ def test_versions_aliases_and_default(env: dict[str, Any]) -> None:
     base.delete()
 
 
+def test_explain_with_sampled_shapley(env: dict[str, Any]) -> None:
+    aiplatform = env["aiplatform"]
+    from google.cloud.aiplatform import explain
+
+    model = aiplatform.Model.upload(
+        display_name="explained", artifact_uri=str(env["base"] / "second"),
+        serving_container_image_uri=IMAGE,
+        explanation_metadata=explain.ExplanationMetadata(
+            inputs={"features": {}},  # no baselines: zeros
+            outputs={"value": {}}),
+        explanation_parameters=explain.ExplanationParameters(
+            {"sampled_shapley_attribution": {"path_count": 8}}))
+    endpoint = model.deploy(machine_type="n1-standard-2")
+    result = endpoint.explain(instances=ROWS)
+    assert result.predictions == pytest.approx(_expected(env["second"]))
+    assert result.deployed_model_id == endpoint.list_models()[0].id
+    zero = float(env["second"].predict(np.zeros((1, 4)))[0])
+    for row, explanation, prediction in zip(ROWS, result.explanations, result.predictions,
+                                            strict=True):
+        (attribution,) = explanation.attributions
+        values = list(attribution.feature_attributions["features"])
+        assert len(values) == len(row)
+        assert attribution.instance_output_value == pytest.approx(prediction)
+        assert attribution.baseline_output_value == pytest.approx(zero)
+        # Shapley values add up to the change from the baseline (every sampled path does).
+        assert sum(values) == pytest.approx(prediction - zero)
+    endpoint.undeploy_all()
+    endpoint.delete()
+    model.delete()
+
+
 def test_operations_are_served_where_the_sdk_polls(env: dict[str, Any]) -> None:
     url = env["server"].url
     op = requests.post(f"{url}/v1/{LOCATION}/endpoints", json={"displayName": "ops"},
