@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests import modelkit
-from tests.conftest import start_server, stop_server
+from tests.conftest import free_port, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
@@ -44,7 +44,7 @@ def env(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory,
     second = modelkit.sklearn_model(base / "second", kind="linreg", seed=1)
     state = base / "state"
     environ = {"STORAGE_EMULATOR_HOST": gcs_emulator.host}
-    server = start_server(state, env=environ)
+    server = start_server(state, env=environ, grpc_port=free_port())
     monkey = pytest.MonkeyPatch()
     monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)  # the SDK stages through it
     shared = {"server": server, "base": base, "state": state, "env": environ,
@@ -169,6 +169,46 @@ def test_explain_with_sampled_shapley(env: dict[str, Any]) -> None:
     model.delete()
 
 
+def test_gapic_prediction_client_over_grpc(env: dict[str, Any]) -> None:
+    """PredictionServiceClient over an insecure channel to the gRPC port: Predict, RawPredict,
+    Explain and an error's status."""
+    import grpc
+    from google.api import httpbody_pb2
+    from google.api_core import exceptions
+    from google.cloud import aiplatform_v1
+    from google.cloud.aiplatform import explain
+    from google.cloud.aiplatform_v1.services.prediction_service.transports import (
+        PredictionServiceGrpcTransport,
+    )
+
+    aiplatform = env["aiplatform"]
+    model = aiplatform.Model.upload(
+        display_name="grpc", artifact_uri=str(env["base"] / "second"),
+        serving_container_image_uri=IMAGE,
+        explanation_metadata=explain.ExplanationMetadata(inputs={"x": {}}, outputs={"y": {}}),
+        explanation_parameters=explain.ExplanationParameters(
+            {"sampled_shapley_attribution": {"path_count": 4}}))
+    endpoint = model.deploy(machine_type="n1-standard-2")
+    deployed_id = endpoint.list_models()[0].id
+    channel = grpc.insecure_channel(env["server"].grpc_target)
+    client = aiplatform_v1.PredictionServiceClient(
+        transport=PredictionServiceGrpcTransport(channel=channel))
+    answer = client.predict(endpoint=endpoint.resource_name, instances=ROWS)
+    assert list(answer.predictions) == pytest.approx(_expected(env["second"]))
+    assert answer.deployed_model_id == deployed_id and answer.model_version_id == "1"
+    raw = client.raw_predict(endpoint=endpoint.resource_name, http_body=httpbody_pb2.HttpBody(
+        data=json.dumps({"instances": ROWS}).encode(), content_type="application/json"))
+    assert json.loads(raw.data)["predictions"] == pytest.approx(_expected(env["second"]))
+    explained = client.explain(endpoint=endpoint.resource_name, instances=ROWS)
+    assert len(explained.explanations) == len(ROWS) and explained.deployed_model_id == deployed_id
+    with pytest.raises(exceptions.NotFound, match="not found"):
+        client.predict(endpoint=f"{LOCATION}/endpoints/404", instances=ROWS)
+    channel.close()
+    endpoint.undeploy_all()
+    endpoint.delete()
+    model.delete()
+
+
 def test_operations_are_served_where_the_sdk_polls(env: dict[str, Any]) -> None:
     url = env["server"].url
     op = requests.post(f"{url}/v1/{LOCATION}/endpoints", json={"displayName": "ops"},
@@ -196,7 +236,7 @@ def test_state_survives_a_restart(env: dict[str, Any]) -> None:
                                     serving_container_image_uri=IMAGE)
     endpoint = model.deploy(machine_type="n1-standard-2")
     stop_server(env["server"].proc)
-    env["server"] = server = start_server(env["state"], env=env["env"])
+    env["server"] = server = start_server(env["state"], env=env["env"], grpc_port=free_port())
     aiplatform = _init(server.url)
     again = aiplatform.Endpoint(endpoint.resource_name)
     assert again.predict(instances=ROWS).predictions == _expected(env["first"])
