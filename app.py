@@ -100,13 +100,15 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 
 
 def _register_vertex_api(flask_app: Flask) -> None:
-    """Vertex AI's API (docs/vertex.md): models, endpoints, operations and prediction."""
+    """Vertex AI's API (docs/vertex.md): models, endpoints, batch prediction jobs, operations and
+    prediction."""
+    from api.vertex_batch import bp as batch_bp
     from api.vertex_endpoints import bp as endpoints_bp
     from api.vertex_models import bp as models_bp
     from api.vertex_operations import bp as operations_bp
     from protocols.vertex_prediction import bp as prediction_bp
 
-    for bp in (models_bp, endpoints_bp, operations_bp, prediction_bp):
+    for bp in (models_bp, endpoints_bp, batch_bp, operations_bp, prediction_bp):
         flask_app.register_blueprint(bp)
 
 
@@ -115,7 +117,8 @@ def _register_vertex_api(flask_app: Flask) -> None:
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
                "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
                "protocols.grps", "protocols.tfserving", "protocols.v2", "api.vertex_models",
-               "api.vertex_endpoints", "api.vertex_operations", "protocols.vertex_prediction")
+               "api.vertex_endpoints", "api.vertex_batch", "api.vertex_operations",
+               "protocols.vertex_prediction")
 
 
 def import_app_modules() -> None:

@@ -50,10 +50,13 @@ _VIEWER = frozenset({
 #: every aiplatform.* permission, Vertex AI User uses every resource (upload, deploy, predict),
 #: Vertex AI Viewer reads).
 _VERTEX_READ = frozenset({
+    "aiplatform.batchPredictionJobs.get", "aiplatform.batchPredictionJobs.list",
     "aiplatform.endpoints.get", "aiplatform.endpoints.list", "aiplatform.models.get",
     "aiplatform.models.list", "aiplatform.operations.get", "aiplatform.operations.list",
 })
 VERTEX_PERMISSIONS = _VERTEX_READ | {
+    "aiplatform.batchPredictionJobs.cancel", "aiplatform.batchPredictionJobs.create",
+    "aiplatform.batchPredictionJobs.delete",
     "aiplatform.endpoints.create", "aiplatform.endpoints.delete", "aiplatform.endpoints.deploy",
     "aiplatform.endpoints.explain", "aiplatform.endpoints.predict", "aiplatform.endpoints.undeploy",
     "aiplatform.endpoints.update", "aiplatform.models.delete", "aiplatform.models.update",

@@ -22,6 +22,7 @@ from core.errors import InvalidArgument
 MODELS = "vertex_models"
 ENDPOINTS = "vertex_endpoints"
 OPERATIONS = "vertex_operations"
+BATCH_JOBS = "vertex_batch_jobs"
 TYPE_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1."
 
 #: google.cloud.aiplatform.v1.Model.DeploymentResourcesType.

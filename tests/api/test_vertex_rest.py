@@ -133,7 +133,7 @@ def test_errors_are_google_rpc_status(client: Any, models: dict[str, Any]) -> No
 
 
 def test_unserved_vertex_methods_answer_501(client: Any) -> None:
-    for method, path in (("POST", f"{LOC}/batchPredictionJobs"),
+    for method, path in (("POST", f"{LOC}/trainingPipelines"),
                          ("GET", f"{LOC}/datasets"),
                          ("POST", f"{LOC}/endpoints/1:streamRawPredict")):
         answer = call(client, method, path, {})

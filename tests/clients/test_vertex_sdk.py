@@ -209,6 +209,37 @@ def test_gapic_prediction_client_over_grpc(env: dict[str, Any]) -> None:
     model.delete()
 
 
+def test_batch_prediction_job_writes_vertex_files(env: dict[str, Any], gcs_emulator: Any) -> None:
+    aiplatform = env["aiplatform"]
+    bucket = gcs_emulator.client().bucket("vertex-staging")
+    lines = [json.dumps(row) for row in ROWS] + ["not json"]
+    bucket.blob("batch/in.jsonl").upload_from_string("\n".join(lines) + "\n")
+    model = aiplatform.Model.upload(display_name="batch", artifact_uri=str(env["base"] / "second"),
+                                    serving_container_image_uri=IMAGE)
+    job = aiplatform.BatchPredictionJob.create(
+        job_display_name="nightly", model_name=model.resource_name, instances_format="jsonl",
+        gcs_source="gs://vertex-staging/batch/in.jsonl",
+        gcs_destination_prefix="gs://vertex-staging/batch/out", sync=True)
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    stats = job.completion_stats
+    assert (stats.successful_count, stats.failed_count) == (len(ROWS), 1)
+    directory = job.output_info.gcs_output_directory
+    assert directory.startswith("gs://vertex-staging/batch/out/prediction-batch-")
+    prefix = directory.removeprefix("gs://vertex-staging/")
+    names = sorted(b.name.removeprefix(prefix + "/") for b in bucket.list_blobs(prefix=prefix))
+    assert names == ["errors_00000.jsonl", "predictions_00000.jsonl"]
+    results = [json.loads(line) for line in bucket.blob(f"{prefix}/predictions_00000.jsonl")
+               .download_as_text().splitlines()]
+    assert [r["instance"] for r in results] == ROWS
+    assert [r["prediction"] for r in results] == pytest.approx(_expected(env["second"]))
+    (error,) = [json.loads(line) for line in bucket.blob(f"{prefix}/errors_00000.jsonl")
+                .download_as_text().splitlines()]
+    assert error["instance"] is None and "JSON" in error["error"]["message"]
+    assert [j.resource_name for j in aiplatform.BatchPredictionJob.list()] == [job.resource_name]
+    job.delete()
+    model.delete()
+
+
 def test_operations_are_served_where_the_sdk_polls(env: dict[str, Any]) -> None:
     url = env["server"].url
     op = requests.post(f"{url}/v1/{LOCATION}/endpoints", json={"displayName": "ops"},
