@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
     from protocols.v2 import bp as v2_bp
+    from protocols.vertex_fastpath import VertexPredictFastPath
 
     settings = settings or Settings.from_env()
     configure_logging(settings)
@@ -96,6 +97,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     # (same steps), counted and logged through the same middleware's begin/end.
     flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
         flask_app.wsgi_app, emu, observed)
+    flask_app.wsgi_app = VertexPredictFastPath(  # type: ignore[method-assign]
+        flask_app.wsgi_app, emu, observed)  # Vertex AI's endpoints.predict likewise
     return flask_app
 
 
@@ -118,7 +121,7 @@ APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "a
                "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
                "protocols.grps", "protocols.tfserving", "protocols.v2", "api.vertex_models",
                "api.vertex_endpoints", "api.vertex_batch", "api.vertex_operations",
-               "protocols.vertex_prediction")
+               "protocols.vertex_prediction", "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:
