@@ -17,7 +17,7 @@ import re
 import secrets
 from typing import Any
 
-from core.errors import InvalidArgument
+from core.errors import FailedPrecondition, InvalidArgument
 
 MODELS = "vertex_models"
 ENDPOINTS = "vertex_endpoints"
@@ -62,6 +62,31 @@ def framework_of(image_uri: str) -> str | None:
     """The built-in framework a prebuilt image serves (None: a custom container)."""
     match = PREBUILT_IMAGE.match(image_uri or "")
     return FRAMEWORKS[match["framework"]] if match else None
+
+
+#: The containerSpec.env variable that names a Custom Prediction Routine's class (docs/vertex.md).
+ROUTINE_ENV = "MLEMU_PREDICTOR_CLASS"
+
+
+def serving_fields(version: dict[str, Any], name: str) -> dict[str, Any]:
+    """How a model version is served (internal keys of a deployment or a batch job): a prebuilt
+    image's framework, or a Custom Prediction Routine named in its containerSpec.env whose
+    modules are in its artifactUri; FAILED_PRECONDITION for any other custom image."""
+    spec = version.get("containerSpec") or {}
+    image = spec.get("imageUri", "")
+    uri = version.get("artifactUri", "")
+    framework = framework_of(image)
+    if framework is not None:
+        return {"_artifactUri": uri, "_framework": framework}
+    env = {e.get("name"): e.get("value") for e in spec.get("env") or [] if isinstance(e, dict)}
+    routine = env.get(ROUTINE_ENV)
+    if routine and uri:
+        return {"_artifactUri": uri, "_framework": "", "_predictionClass": str(routine),
+                "_packageUris": [uri]}
+    raise FailedPrecondition(
+        f"Model {name} uses the custom container image {image}: mlemu runs no containers. It "
+        "serves Vertex AI's prebuilt sklearn, xgboost and tf2 prediction images, and Custom "
+        f"Prediction Routines named by containerSpec.env {ROUTINE_ENV} (docs/vertex.md).")
 
 
 def split_versioned(model: str) -> tuple[str, str | None]:

@@ -78,11 +78,7 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
     auth.authorize(emu, caller, "aiplatform.models.get", model_name)
     model_doc, vid = resolve_model(emu, model_name)
     version = model_doc["versions"][vid]
-    framework = vr.framework_of((version.get("containerSpec") or {}).get("imageUri", ""))
-    if framework is None:
-        raise FailedPrecondition(f"Model {model_doc['name']}@{vid} uses a custom container "
-                                 "image: mlemu runs the prebuilt sklearn, xgboost and tf2 "
-                                 "images only.")
+    serving = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
     _, prefix = _check_io(emu, body)
     batch = (body.get("manualBatchTuningParameters") or {}).get("batchSize") or 64
     name = f"{parent}/batchPredictionJobs/{vr.new_id()}"
@@ -93,8 +89,7 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
            "modelVersionId": vid, "state": PENDING, "createTime": now, "updateTime": now,
            "outputInfo": {"gcsOutputDirectory": _output_dir(prefix, version.get("displayName",
                                                                                ""))},
-           "_artifactUri": version.get("artifactUri", ""), "_framework": framework,
-           "_batchSize": int(batch)}
+           **serving, "_batchSize": int(batch)}
     with emu.store.transaction():
         emu.store.put(vr.BATCH_JOBS, name, parent, doc)
         tasks.put(emu.store, emu.tasks.new_task(name, TASK, name, {}))

@@ -65,7 +65,11 @@ def build_spec(emu: Emulator, doc: dict[str, Any]) -> JobSpec:
         input_paths=[_local(p) for p in doc["inputConfig"]["gcsSource"]["uris"]],
         data_format=FORMATS[doc["inputConfig"]["instancesFormat"]],
         output_path=_local(doc["outputInfo"]["gcsOutputDirectory"]), model_dir=model_dir,
-        framework=doc["_framework"], batch_size=int(doc.get("_batchSize") or 64),
+        framework=doc["_framework"], prediction_class=doc.get("_predictionClass", ""),
+        package_uris=[model_dir if p == uri else artifacts.resolve_uri(p, gcs=emu.deployments.gcs)
+                      for p in doc.get("_packageUris", [])] if local else
+        list(doc.get("_packageUris", [])),
+        batch_size=int(doc.get("_batchSize") or 64),
         workers=max(1, min(asked, int(available_cpus()))) if local else asked,
         runner=settings.beam_runner, runner_options=shlex.split(settings.beam_options),
         storage_emulator_host=settings.storage_emulator_host or "", layout="vertex")

@@ -111,15 +111,8 @@ def delete_endpoint(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def _serving_fields(emu: Emulator, model_doc: dict[str, Any], vid: str) -> dict[str, Any]:
     """What the deployments cache needs to load the model version (internal keys)."""
     version = model_doc["versions"][vid]
-    image = (version.get("containerSpec") or {}).get("imageUri", "")
-    framework = vr.framework_of(image)
-    if framework is None:
-        raise FailedPrecondition(
-            f"Model {model_doc['name']}@{vid} uses the custom container image {image}: mlemu "
-            "serves Vertex AI's prebuilt sklearn, xgboost and tf2 prediction images only (it "
-            "runs no containers).")
-    return {"_artifactUri": version.get("artifactUri", ""), "_framework": framework,
-            "_modelDisplayName": version.get("displayName", ""),
+    fields = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
+    return {**fields, "_modelDisplayName": version.get("displayName", ""),
             "_explanationSpec": version.get("explanationSpec")}
 
 

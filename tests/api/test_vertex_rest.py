@@ -196,3 +196,48 @@ def test_explain_needs_a_spec_that_suits_the_framework(client: Any, models: dict
     assert len(attribution["featureAttributions"]["x"]) == 4
     assert answer.json["predictions"] == pytest.approx(
         models["b"].predict(np.asarray(ROW)).tolist())
+
+
+ROUTINE = '''
+import json
+import os
+
+
+class Scaler:
+    """A Custom Prediction Routine with Vertex AI's Predictor methods (no SDK import)."""
+
+    def load(self, artifacts_uri):
+        with open(os.path.join(artifacts_uri, "factor.json")) as f:
+            self.factor = json.load(f)["factor"]
+
+    def preprocess(self, prediction_input):
+        scale = prediction_input.get("parameters", {}).get("scale", 1.0)
+        return [[x * scale for x in row] for row in prediction_input["instances"]]
+
+    def predict(self, instances):
+        return [sum(row) * self.factor for row in instances]
+
+    def postprocess(self, prediction_results):
+        return {"predictions": prediction_results}
+'''
+
+
+def test_custom_prediction_routine_runs_in_process(client: Any, models: dict[str, Any]) -> None:
+    routine = models["root"] / "routine"
+    routine.mkdir(exist_ok=True)
+    (routine / "scaler_routine.py").write_text(ROUTINE)
+    (routine / "factor.json").write_text('{"factor": 2.0}')
+    op = call(client, "POST", f"{LOC}/models:upload", {"model": {
+        "displayName": "cpr", "artifactUri": str(routine), "containerSpec": {
+            "imageUri": "us-docker.pkg.dev/me/cpr:1",
+            "env": [{"name": "MLEMU_PREDICTOR_CLASS", "value": "scaler_routine.Scaler"}]}}})
+    model = op.json["response"]["model"]
+    assert call(client, "GET", f"/v1/{model}").json["supportedDeploymentResourcesTypes"] == [1]
+    ep = endpoint(client)
+    assert deploy(client, ep, model).status_code == 200
+    answer = call(client, "POST", f"/v1/{ep}:predict",
+                  {"instances": [[1.0, 2.0], [3.0, 4.0]], "parameters": {"scale": 10.0}})
+    assert answer.status_code == 200, answer.json
+    assert answer.json["predictions"] == [60.0, 140.0]
+    broken = call(client, "POST", f"/v1/{ep}:predict", {"instances": ["text"]})
+    assert broken.status_code == 400 and "Prediction failed" in broken.json["error"]["message"]
