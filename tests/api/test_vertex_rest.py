@@ -241,3 +241,34 @@ def test_custom_prediction_routine_runs_in_process(client: Any, models: dict[str
     assert answer.json["predictions"] == [60.0, 140.0]
     broken = call(client, "POST", f"/v1/{ep}:predict", {"instances": ["text"]})
     assert broken.status_code == 400 and "Prediction failed" in broken.json["error"]["message"]
+
+
+def test_patch_mutate_and_operation_methods(client: Any, models: dict[str, Any]) -> None:
+    a, b = upload(client, "a", models), upload(client, "b", models)
+    ep = endpoint(client)
+    first = deploy(client, ep, a).json["response"]["deployedModel"]["id"]
+    second = deploy(client, ep, b).json["response"]["deployedModel"]["id"]
+    assert call(client, "GET", f"/v1/{ep}").json["trafficSplit"] == {first: 100}
+    patched = call(client, "PATCH", f"/v1/{ep}?updateMask=traffic_split,display_name",
+                   {"trafficSplit": {first: 10, second: 90}, "displayName": "renamed"})
+    assert patched.status_code == 200
+    assert patched.json["trafficSplit"] == {first: 10, second: 90}
+    assert patched.json["displayName"] == "renamed"
+    unknown = call(client, "PATCH", f"/v1/{ep}?updateMask=trafficSplit",
+                   {"trafficSplit": {"999": 100}})
+    assert unknown.status_code == 400 and "unknown" in unknown.json["error"]["message"]
+    mutated = call(client, "POST", f"/v1/{ep}:mutateDeployedModel", {
+        "deployedModel": {"id": second, "dedicatedResources": {"minReplicaCount": 3}},
+        "updateMask": "dedicatedResources"})
+    assert mutated.json["response"]["deployedModel"]["dedicatedResources"] == {
+        "minReplicaCount": 3}
+    assert mutated.json["response"]["@type"].endswith("v1.MutateDeployedModelResponse")
+    op = mutated.json["name"]
+    assert op.startswith(f"{ep}/operations/")
+    assert call(client, "POST", f"/v1/{op}:cancel").json == {}
+    assert call(client, "GET", f"/v1/{op}").json["done"] is True
+    listed = call(client, "GET", f"{LOC}/operations?pageSize=2").json
+    assert len(listed["operations"]) == 2 and listed["nextPageToken"]
+    newest = call(client, "GET", f"{LOC}/models?orderBy=create_time desc").json["models"]
+    assert [m["name"] for m in newest][:2] == [b, a]
+    assert call(client, "GET", f"{LOC}/models?orderBy=nonsense%20sideways").status_code == 400
