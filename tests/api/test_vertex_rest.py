@@ -140,10 +140,19 @@ def test_unserved_vertex_methods_answer_501(client: Any) -> None:
         assert answer.status_code == 501, path
         assert answer.json["error"]["status"] == "UNIMPLEMENTED"
         assert "docs/vertex.md" in answer.json["error"]["message"]
-    # Where the paths meet ml v1's: locations.get stays ml v1's 501.
+    # Where the paths meet ml v1's: locations.get stays ml v1's 501; operations under a
+    # location are Vertex AI's (and ml v1's coverage table says so).
     location = call(client, "GET", LOC)
     assert location.status_code == 501 and "ml.projects.locations.get" in location.json["error"][
         "message"]
+    from api.unimplemented import coverage
+
+    vertex = sorted(row.method.id for row in coverage(client.application) if row.vertex)
+    assert vertex == ["ml.projects.locations.operations.cancel",
+                      "ml.projects.locations.operations.get"]
+    missing = call(client, "GET", f"{LOC}/operations/1")
+    assert missing.status_code == 404 and missing.json["error"]["message"] == (
+        "Operation `projects/p/locations/us-central1/operations/1` not found.")
 
 
 def test_versions_filters_and_paging(client: Any, models: dict[str, Any]) -> None:
