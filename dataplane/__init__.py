@@ -34,8 +34,8 @@ def predict_permission(ref: ModelRef) -> str:
 
 
 def admit(emu: Emulator, caller: Caller, ref: ModelRef) -> None:
-    """The predict permission on what the request's path names, checked before its body is read
-    (issue 17): a caller who may not predict there gets 401/403 without the server decoding (and
+    """The predict permission on what the request's path names, checked before its body is read:
+    a caller who may not predict there gets 401/403 without the server decoding (and
     allocating) anything. `resolve` repeats the same check (same permission, same resource name)
     for the use cases no adapter admitted first; in IAM mode `off` both return at once."""
     auth.authorize(emu, caller, predict_permission(ref), ref.resource_name)

@@ -49,8 +49,8 @@ def _context() -> tuple[Emulator, Caller]:
 
 
 #: A compressed body inflates to at most this many times its size (past a 1 MiB floor), as well
-#: as to the message limit (issue 17): 61 KB of gzip made 60 MiB of JSON, whose decoding into
-#: Python objects took 4.5 s of CPU and 464 MB. Real request bodies compress 3-20x.
+#: as to the message limit: 61 KB of gzip made 60 MiB of JSON, whose decoding into
+#: Python objects took seconds of CPU and hundreds of MB. Real request bodies compress 3-20x.
 MAX_INFLATION = 100
 _INFLATION_FLOOR = 1 << 20
 

@@ -156,7 +156,7 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ModelInfer(self, request: Any, context: grpc.ServicerContext) -> Any:
-        # The model and permission first (issue 17): the tensors are decoded for callers who may
+        # The model and permission first: the tensors are decoded for callers who may
         # predict with a model that exists, never before.
         served, predictor = inference.resolve_for_predict(
             self.emu, self._caller(context), request.model_name, request.model_version)
