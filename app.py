@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
-    from api.vertex_operations import register_vertex_unimplemented
+    from api.vertex_api import register_vertex_api, register_vertex_unimplemented
     from boot import build_emulator, configure_logging
     from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
-    _register_vertex_api(flask_app)
+    register_vertex_api(flask_app)  # Vertex AI (docs/vertex.md)
     register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
@@ -93,35 +93,19 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
                                access=settings.access_log_on, vertex_routes=routes)
         flask_app.wsgi_app = observed  # type: ignore[method-assign]
-    # ...and outermost, plain :predict requests are served before Flask's per-request machinery
-    # (same steps), counted and logged through the same middleware's begin/end.
-    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, emu, observed)
-    flask_app.wsgi_app = VertexPredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, emu, observed)  # Vertex AI's endpoints.predict likewise
+    # ...and outermost, plain :predict requests (ml v1's, Vertex AI's endpoints) are served before
+    # Flask's per-request machinery (same steps), counted and logged through its begin/end.
+    for fast_path in (PredictFastPath, VertexPredictFastPath):
+        flask_app.wsgi_app = fast_path(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
     return flask_app
-
-
-def _register_vertex_api(flask_app: Flask) -> None:
-    """Vertex AI's API (docs/vertex.md): models, endpoints, batch prediction jobs, operations and
-    prediction."""
-    from api.vertex_batch import bp as batch_bp
-    from api.vertex_endpoints import bp as endpoints_bp
-    from api.vertex_models import bp as models_bp
-    from api.vertex_operations import bp as operations_bp
-    from protocols.vertex_prediction import bp as prediction_bp
-
-    for bp in (models_bp, endpoints_bp, batch_bp, operations_bp, prediction_bp):
-        flask_app.register_blueprint(bp)
 
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
                "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
-               "protocols.grps", "protocols.tfserving", "protocols.v2", "api.vertex_models",
-               "api.vertex_endpoints", "api.vertex_batch", "api.vertex_operations",
-               "protocols.vertex_prediction", "protocols.vertex_fastpath")
+               "protocols.grps", "protocols.tfserving", "protocols.v2", "api.vertex_api",
+               "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:

@@ -1,6 +1,5 @@
 """Vertex AI `google.longrunning.Operations` over HTTP, at the location and under each resource
-(the paths google-cloud-aiplatform's REST transports map GetOperation & co. to), plus the 501
-answer for every other Vertex AI path mlemu does not serve.
+(the paths google-cloud-aiplatform's REST transports map GetOperation & co. to),.
 
 Routes, each under /v1/projects/{p}/locations/{l}{R} and /ui/projects/{p}/locations/{l}{R} with
 {R} empty, /models/{m} or /endpoints/{e}:
@@ -9,8 +8,7 @@ Routes, each under /v1/projects/{p}/locations/{l}{R} and /ui/projects/{p}/locati
   POST   {R}/operations/{op}:wait          WaitOperation
   POST   {R}/operations/{op}:cancel        CancelOperation -> {}
   DELETE {R}/operations/{op}               DeleteOperation -> {}
-  *      /v1/projects/{p}/locations/{l}/{anything else}   501 UNIMPLEMENTED (Google error object;
-         register_vertex_unimplemented)
+(Every other path under a location answers 501: api/vertex_api.py.)
 
 `projects/{p}/locations/{l}` itself (locations.get) and ml v1's Vizier studies stay with ml v1's
 501 routes (api/unimplemented.py), which are registered after this blueprint.
@@ -21,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response
+from flask import Response
 
 from api._requests import use_id_converter
-from api.vertex_common import blueprint, context, list_args, parent, unimplemented
+from api.vertex_common import blueprint, context, list_args, parent
 from controlplane.vertex import operations
 from web.google import google_json_response
 
@@ -68,10 +66,3 @@ for _prefix in PREFIXES:
                             methods=[_http])
 
 
-
-def register_vertex_unimplemented(app: Flask) -> None:
-    """The 501 for every other Vertex AI path; call after api.unimplemented's routes, so ml v1's
-    coverage is computed without it and its more specific routes keep winning."""
-    app.add_url_rule("/v1/projects/<project>/locations/<location>/<path:rest>",
-                     "vertex_unimplemented", unimplemented,
-                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
