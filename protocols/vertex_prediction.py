@@ -10,7 +10,7 @@ Routes (under /v1/projects/{p}/locations/{l}):
                                   the model server's body ({"predictions": [...]}), the deployed
                                   model named in X-Vertex-AI-* headers
   POST /endpoints/{e}:explain     {"instances", "parameters", "deployedModelId"} -> {"explanations",
-                                  "deployedModelId", "predictions"} (dataplane/vertex_explain.py)
+                                  "deployedModelId", "predictions"} (explainers/vertex_spec.py)
 
 The permission the path names is checked before the body is read. Errors are the Google error
 object (google.rpc.Status), as the service answers.

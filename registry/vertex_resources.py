@@ -141,10 +141,6 @@ def deployment_types(version: dict[str, Any]) -> list[int]:
     return [DEDICATED_RESOURCES, SHARED_RESOURCES] if framework_of(image) else [DEDICATED_RESOURCES]
 
 
-def model_resource_name(doc: dict[str, Any]) -> str:
-    return str(doc["name"])
-
-
 # --- endpoints ------------------------------------------------------------------------------
 
 def endpoint_json(doc: dict[str, Any]) -> dict[str, Any]:
