@@ -33,6 +33,23 @@ QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLING, CANCELLED = 1, 2, 3, 4,
 DONE = (SUCCEEDED, FAILED, CANCELLED)
 #: Vertex instancesFormat -> the pipeline's data format.
 FORMATS = {"jsonl": "JSON", "tf-record": "TF_RECORD", "tf-record-gzip": "TF_RECORD_GZIP"}
+#: Bounds on what a job may ask for: instances per model call, and workers (local runners run
+#: at most one per CPU whatever the job asks).
+MAX_BATCH_SIZE = 10_000
+MAX_REPLICAS = 1_000
+
+
+def _count(value: Any, default: int, field: str, most: int) -> int:
+    """A positive count from the request (int32 fields may come as JSON strings)."""
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"Invalid value at '{field}' (TYPE_INT32), {value!r}") from None
+    if not 1 <= number <= most:
+        raise InvalidArgument(f"{field} must be from 1 to {most}, got {number}.")
+    return number
 
 
 def _output_dir(prefix: str, display_name: str) -> str:
@@ -80,7 +97,10 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
     version = model_doc["versions"][vid]
     serving = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
     _, prefix = _check_io(emu, body)
-    batch = (body.get("manualBatchTuningParameters") or {}).get("batchSize") or 64
+    batch = _count((body.get("manualBatchTuningParameters") or {}).get("batchSize"), 64,
+                   "manual_batch_tuning_parameters.batch_size", MAX_BATCH_SIZE)
+    _count((body.get("dedicatedResources") or {}).get("maxReplicaCount"), 1,
+           "dedicated_resources.max_replica_count", MAX_REPLICAS)
     name = f"{parent}/batchPredictionJobs/{vr.new_id()}"
     now = now_rfc3339()
     keep = ("displayName", "inputConfig", "outputConfig", "dedicatedResources", "labels",

@@ -281,3 +281,24 @@ def test_patch_mutate_and_operation_methods(client: Any, models: dict[str, Any])
     newest = call(client, "GET", f"{LOC}/models?orderBy=create_time desc").json["models"]
     assert [m["name"] for m in newest][:2] == [b, a]
     assert call(client, "GET", f"{LOC}/models?orderBy=nonsense%20sideways").status_code == 400
+
+
+def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
+                                                             models: dict[str, Any]) -> None:
+    model = upload(client, "a", models)
+    base = {"displayName": "j", "model": model,
+            "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": ["gs://b/in.jsonl"]}},
+            "outputConfig": {"predictionsFormat": "jsonl",
+                             "gcsDestination": {"outputUriPrefix": "gs://b/out"}}}
+    for change, status, words in (
+            ({"manualBatchTuningParameters": {"batchSize": "many"}}, 400, "TYPE_INT32"),
+            ({"manualBatchTuningParameters": {"batchSize": 10**9}}, 400, "from 1 to"),
+            ({"dedicatedResources": {"maxReplicaCount": 0}}, 400, "from 1 to"),
+            ({"inputConfig": {"instancesFormat": "bigquery"}}, 501, "BigQuery"),
+            ({"inputConfig": {"instancesFormat": "csv", "gcsSource": {"uris": ["gs://b/x"]}}},
+             501, "csv"),
+            ({"model": f"{model}@7"}, 404, "not found")):
+        answer = call(client, "POST", f"{LOC}/batchPredictionJobs", {**base, **change})
+        assert answer.status_code == status, (change, answer.json)
+        assert words in answer.json["error"]["message"]
+    assert call(client, "GET", f"{LOC}/batchPredictionJobs").json == {}
