@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import auth
 from controlplane.vertex import listing
-from controlplane.vertex.common import not_found, record_operation, require_object, resolve_model
+from controlplane.vertex.common import (
+    not_found,
+    optional_object,
+    record_operation,
+    require_object,
+    resolve_model,
+    string_list,
+)
 from core.errors import FailedPrecondition, InvalidArgument, Unimplemented
 from core.payloads import Caller
 from registry import tasks
@@ -68,13 +75,14 @@ def _check_io(emu: Emulator, body: dict[str, Any]) -> tuple[list[str], str]:
         raise (Unimplemented if fmt in ("csv", "file-list") else InvalidArgument)(
             f"instances_format {fmt!r} is not supported by mlemu; use one of "
             f"{', '.join(FORMATS)}.")
-    uris = (given.get("gcsSource") or {}).get("uris") or []
-    if not uris or not all(isinstance(u, str) and u for u in uris):
+    uris = string_list(optional_object(given.get("gcsSource"), "gcsSource").get("uris"), "uris")
+    if not uris or not all(uris):
         raise InvalidArgument("input_config.gcs_source.uris must name at least one file.")
     out = require_object(body.get("outputConfig"), "output_config")
     if str(out.get("predictionsFormat") or "jsonl") != "jsonl":
         raise Unimplemented("mlemu writes batch predictions as jsonl only.")
-    prefix = str((out.get("gcsDestination") or {}).get("outputUriPrefix") or "")
+    prefix = str(optional_object(out.get("gcsDestination"), "gcsDestination").get(
+        "outputUriPrefix") or "")
     if not prefix:
         raise InvalidArgument("output_config.gcs_destination.output_uri_prefix is required.")
     for uri in uris:
@@ -97,9 +105,11 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
     version = model_doc["versions"][vid]
     serving = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
     _, prefix = _check_io(emu, body)
-    batch = _count((body.get("manualBatchTuningParameters") or {}).get("batchSize"), 64,
+    batch = _count(optional_object(body.get("manualBatchTuningParameters"),
+                                   "manualBatchTuningParameters").get("batchSize"), 64,
                    "manual_batch_tuning_parameters.batch_size", MAX_BATCH_SIZE)
-    _count((body.get("dedicatedResources") or {}).get("maxReplicaCount"), 1,
+    _count(optional_object(body.get("dedicatedResources"), "dedicatedResources").get(
+        "maxReplicaCount"), 1,
            "dedicated_resources.max_replica_count", MAX_REPLICAS)
     name = f"{parent}/batchPredictionJobs/{vr.new_id()}"
     now = now_rfc3339()

@@ -26,6 +26,22 @@ def require_object(body: Any, what: str) -> dict[str, Any]:
     return body
 
 
+def optional_object(value: Any, what: str) -> dict[str, Any]:
+    """A JSON object field that may be absent ({}); anything else than an object is refused."""
+    if value is None:
+        return {}
+    return require_object(value, what)
+
+
+def string_list(value: Any, what: str) -> list[str]:
+    """A repeated string field (absent: [])."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(f"Invalid JSON payload received. {what} must be a list of strings.")
+    return list(value)
+
+
 def get_model_doc(emu: Emulator, name: str) -> dict[str, Any]:
     doc = emu.store.get(vr.MODELS, name)
     if doc is None:

@@ -15,11 +15,13 @@ import auth
 from controlplane.vertex import listing
 from controlplane.vertex.common import (
     get_endpoint_doc,
+    optional_object,
     put_endpoint_doc,
     put_model_doc,
     record_operation,
     require_object,
     resolve_model,
+    string_list,
 )
 from core.errors import AlreadyExists, ApiError, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
@@ -85,7 +87,8 @@ def update_endpoint(emu: Emulator, caller: Caller, name: str, body: Any,
         for field in fields:
             if field == "trafficSplit":
                 doc["trafficSplit"] = vertex_traffic.replace(
-                    dict(body.get("trafficSplit") or {}), [dm["id"] for dm in doc["deployedModels"]])
+                    optional_object(body.get("trafficSplit"), "trafficSplit"),
+                    [dm["id"] for dm in doc["deployedModels"]])
             elif field in body:
                 doc[field] = body[field]
             else:
@@ -147,7 +150,8 @@ def deploy_model(emu: Emulator, caller: Caller, endpoint: str, body: Any) -> dic
         if dm["id"] in ids:
             raise InvalidArgument(f"Deployed model id {dm['id']} is already used in {endpoint}.")
         doc["trafficSplit"] = vertex_traffic.after_deploy(
-            dict(doc.get("trafficSplit") or {}), body.get("trafficSplit"), dm["id"], ids)
+            dict(doc.get("trafficSplit") or {}),
+            optional_object(body.get("trafficSplit"), "trafficSplit"), dm["id"], ids)
         doc["deployedModels"].append(dm)
         doc["updateTime"], doc["etag"] = now_rfc3339(), new_etag(endpoint)
         model_doc.setdefault("deployedModels", []).append(
@@ -170,7 +174,8 @@ def undeploy_model(emu: Emulator, caller: Caller, endpoint: str, body: Any) -> d
                                   f"{endpoint}.")
         remaining = [d["id"] for d in doc["deployedModels"] if d["id"] != deployed_id]
         doc["trafficSplit"] = vertex_traffic.after_undeploy(
-            dict(doc.get("trafficSplit") or {}), body.get("trafficSplit"), deployed_id, remaining)
+            dict(doc.get("trafficSplit") or {}),
+            optional_object(body.get("trafficSplit"), "trafficSplit"), deployed_id, remaining)
         doc["deployedModels"] = [d for d in doc["deployedModels"] if d["id"] != deployed_id]
         doc["updateTime"], doc["etag"] = now_rfc3339(), new_etag(endpoint)
         put_endpoint_doc(emu, doc)
@@ -190,9 +195,10 @@ def mutate_deployed_model(emu: Emulator, caller: Caller, endpoint: str, body: An
     auth.authorize(emu, caller, "aiplatform.endpoints.update", endpoint)
     body = require_object(body, "MutateDeployedModelRequest")
     wanted = require_object(body.get("deployedModel"), "deployed_model")
-    fields = listing.mask_fields(body.get("updateMask") if isinstance(body.get("updateMask"), str)
-                                 else ",".join((body.get("updateMask") or {}).get("paths", [])),
-                                 MUTABLE)
+    mask = body.get("updateMask")
+    if not isinstance(mask, str):  # a FieldMask as an object: {"paths": [...]}
+        mask = ",".join(string_list(optional_object(mask, "updateMask").get("paths"), "paths"))
+    fields = listing.mask_fields(mask, MUTABLE)
     with emu.store.transaction():
         doc = get_endpoint_doc(emu, endpoint)
         dm = vr.deployed_model(doc, str(wanted.get("id") or ""))

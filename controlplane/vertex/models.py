@@ -14,10 +14,12 @@ import auth
 from controlplane.vertex import listing
 from controlplane.vertex.common import (
     get_model_doc,
+    optional_object,
     put_model_doc,
     record_operation,
     require_object,
     resolve_model,
+    string_list,
 )
 from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
@@ -56,7 +58,7 @@ def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[
     model = require_object(body.get("model"), "model")
     if not model.get("displayName"):
         raise InvalidArgument("Model.display_name is required.")
-    image = (model.get("containerSpec") or {}).get("imageUri", "")
+    image = optional_object(model.get("containerSpec"), "containerSpec").get("imageUri", "")
     if not image:
         raise InvalidArgument("Model.container_spec.image_uri is required.")
     uri = model.get("artifactUri", "")
@@ -68,7 +70,7 @@ def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[
             artifacts.resolve_model_dir(uri)  # a missing local directory is refused now
     if model.get("explanationSpec"):
         vertex_spec.check(model["explanationSpec"], vr.framework_of(image) or "")
-    aliases = [a for a in model.get("versionAliases", []) or []]
+    aliases = string_list(model.get("versionAliases"), "versionAliases")
     now = now_rfc3339()
     version = {k: model[k] for k in SETTABLE if k in model}
     version.update(createTime=now, updateTime=now, versionCreateTime=now, versionUpdateTime=now)
@@ -132,7 +134,7 @@ def update_model(emu: Emulator, caller: Caller, name: str, body: Any,
         version = doc["versions"][vid]
         for field in fields:
             if field == "versionAliases":
-                aliases = list(body.get("versionAliases") or [])
+                aliases = string_list(body.get("versionAliases"), "versionAliases")
                 _check_aliases(doc, aliases, vid)
                 if "default" in aliases:
                     doc["defaultVersionId"] = vid
@@ -150,8 +152,9 @@ def update_model(emu: Emulator, caller: Caller, name: str, body: Any,
 def merge_version_aliases(emu: Emulator, caller: Caller, name: str, body: Any) -> dict[str, Any]:
     """`alias` adds, `-alias` removes (MergeVersionAliasesRequest.version_aliases)."""
     auth.authorize(emu, caller, "aiplatform.models.update", name)
-    changes = require_object(body, "MergeVersionAliasesRequest").get("versionAliases")
-    if not isinstance(changes, list) or not changes:
+    changes = string_list(require_object(body, "MergeVersionAliasesRequest").get(
+        "versionAliases"), "versionAliases")
+    if not changes:
         raise InvalidArgument("MergeVersionAliasesRequest.version_aliases must not be empty.")
     with emu.store.transaction():
         doc, vid = resolve_model(emu, name)

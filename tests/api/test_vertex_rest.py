@@ -302,3 +302,41 @@ def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
         assert answer.status_code == status, (change, answer.json)
         assert words in answer.json["error"]["message"]
     assert call(client, "GET", f"{LOC}/batchPredictionJobs").json == {}
+
+
+@pytest.mark.parametrize("value", ["text", 5, [1, 2], {"a": {"b": None}}, None, True])
+def test_wrongly_typed_fields_are_400s_never_500s(client: Any, models: dict[str, Any],
+                                                  value: Any) -> None:
+    model = upload(client, "a", models)
+    ep = endpoint(client)
+    deployed = deploy(client, ep, model).json["response"]["deployedModel"]["id"]
+    m = {"displayName": "x", "artifactUri": str(models["root"] / "a"),
+         "containerSpec": {"imageUri": IMAGE}}
+    requests = [
+        ("POST", f"{LOC}/models:upload", {"model": {**m, "containerSpec": value}}),
+        ("POST", f"{LOC}/models:upload", {"model": {**m, "versionAliases": value}}),
+        ("POST", f"{LOC}/models:upload", {"model": value}),
+        ("POST", f"{LOC}/models:upload", {"model": {**m, "explanationSpec": value}}),
+        ("PATCH", f"/v1/{model}?updateMask=versionAliases", {"versionAliases": value}),
+        ("POST", f"/v1/{model}:mergeVersionAliases", {"versionAliases": value}),
+        ("POST", f"/v1/{ep}:deployModel", {"deployedModel": {"model": model},
+                                          "trafficSplit": value}),
+        ("POST", f"/v1/{ep}:deployModel", {"deployedModel": value}),
+        ("POST", f"/v1/{ep}:undeployModel", {"deployedModelId": deployed, "trafficSplit": value}),
+        ("PATCH", f"/v1/{ep}?updateMask=trafficSplit", {"trafficSplit": value}),
+        ("POST", f"/v1/{ep}:mutateDeployedModel", {"deployedModel": {"id": deployed},
+                                                  "updateMask": value}),
+        ("POST", f"/v1/{ep}:predict", {"instances": value}),
+        ("POST", f"/v1/{ep}:explain", {"instances": [[1.0, 2.0, 0.5, -1.0]],
+                                      "explanationSpecOverride": value}),
+        ("POST", f"{LOC}/batchPredictionJobs", {
+            "displayName": "j", "model": model, "inputConfig": {
+                "instancesFormat": "jsonl", "gcsSource": value}, "outputConfig": value}),
+        ("POST", f"{LOC}/endpoints", value),
+    ]
+    for method, path, body in requests:
+        answer = call(client, method, path, body)
+        assert answer.status_code < 500, (method, path, body, answer.json)
+        if answer.status_code >= 400:
+            assert answer.json["error"]["status"] in ("INVALID_ARGUMENT", "FAILED_PRECONDITION",
+                                                      "NOT_FOUND"), (path, answer.json)
