@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
+    from api.vertex_api import register_vertex_api, register_vertex_unimplemented
     from boot import build_emulator, configure_logging
     from console import register as register_console
     from observability.http import ObservedApp
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
     from protocols.v2 import bp as v2_bp
+    from protocols.vertex_fastpath import VertexPredictFastPath
 
     settings = settings or Settings.from_env()
     configure_logging(settings)
@@ -74,14 +76,14 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         from protocols.vertex import make_blueprint as vertex_blueprint
 
         flask_app.register_blueprint(vertex_blueprint(settings))
-    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps):
+    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp, grps_bp):
         flask_app.register_blueprint(bp)
-    flask_app.register_blueprint(v2_bp)
-    flask_app.register_blueprint(grps_bp)
+    register_vertex_api(flask_app)  # Vertex AI (docs/vertex.md)
     register_console(flask_app)  # /console/ unless MLEMU_CONSOLE=false
     register_authentication(flask_app)
     register_fallbacks(flask_app)
-    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
+    register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
+    register_vertex_unimplemented(flask_app)  # last: 501 for the Vertex AI methods not served
     # Every request is counted and access-logged once: Flask's by this middleware around it...
     emu = flask_app.extensions["mlemu"]
     observed = None
@@ -91,10 +93,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
                                access=settings.access_log_on, vertex_routes=routes)
         flask_app.wsgi_app = observed  # type: ignore[method-assign]
-    # ...and outermost, plain :predict requests are served before Flask's per-request machinery
-    # (same steps), counted and logged through the same middleware's begin/end.
-    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, emu, observed)
+    # ...and outermost, plain :predict requests (ml v1's, Vertex AI's endpoints) are served before
+    # Flask's per-request machinery (same steps), counted and logged through its begin/end.
+    for fast_path in (PredictFastPath, VertexPredictFastPath):
+        flask_app.wsgi_app = fast_path(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
     return flask_app
 
 
@@ -102,7 +104,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
                "boot", "console", "emulator", "observability.http", "observability.logs",
-               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2")
+               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2",
+               "api.vertex_api", "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:

@@ -12,6 +12,7 @@ import threading
 
 import auth
 from controlplane import job_work, operation_work
+from controlplane.vertex import batch_work as vertex_batch_work
 from core.settings import Settings
 from emulator import Emulator
 from emulator.vertex_container import register_vertex_model
@@ -71,6 +72,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
+    vertex_batch_work.register(emu.tasks)  # Vertex AI's batch prediction jobs, likewise
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
