@@ -27,7 +27,7 @@ def run_job(spec_path: Path) -> None:
     """Run the job `spec_path` describes, write its result file and end this process."""
     result_path = spec_path.with_name(RESULT_BASENAME)
     logging.basicConfig(level=logging.WARNING)
-    from batch.spec import JobSpec
+    from batch.spec import DASK_RUNNER, JobSpec
 
     spec = JobSpec.read(spec_path)
     forks = None
@@ -40,9 +40,14 @@ def run_job(spec_path: Path) -> None:
         forks = forkserver.ForkServer(forkserver.worker_modules(spec), on_death=lambda message:
                                       _finish(result_path, {"error": message}, forks))
     try:
-        from batch import pipeline
+        if spec.runner.rsplit(".", 1)[-1] == DASK_RUNNER:  # or Beam's module path of it
+            from batch import distributed
 
-        outcome: dict[str, object] = dict(pipeline.run(spec, forks))
+            outcome: dict[str, object] = dict(distributed.run(spec))
+        else:
+            from batch import pipeline
+
+            outcome = dict(pipeline.run(spec, forks))
     except Exception as exc:
         logging.getLogger("mlemu.batch").exception("batch prediction failed")
         # The fork server's own failure (e.g. the framework's import) says more than Beam's

@@ -20,7 +20,7 @@ from typing import Any
 from batch.forkserver import worker_modules
 from batch.job import RESULT_BASENAME
 from batch.runners import Runners, wait_gone
-from batch.spec import JobSpec
+from batch.spec import LOCAL_RUNNER, JobSpec
 
 #: Longest `Run.cancel` waits for the job's processes to be gone after the kill.
 GROUP_EXIT_S = 5.0
@@ -37,7 +37,7 @@ class Run:
         self.result_path.unlink(missing_ok=True)
         progress = workdir / "progress"
         progress.write_text("")
-        spec.progress_path = str(progress)
+        spec.progress_path = str(progress) if spec.runner == LOCAL_RUNNER else ""
         spec_path = workdir / "spec.json"
         spec.write(spec_path)
         env = {"STORAGE_EMULATOR_HOST": spec.storage_emulator_host} \
