@@ -18,8 +18,6 @@ the same pipeline over its own predictors:
   workerpool.py  Beam's BeamFnExternalWorkerPool service over that fork server (EXTERNAL env.)
 
 `apache_beam` is imported only by pipeline.py, distributed.py, sources.py and workerpool.py
-(and by the runner's imports), and only in a
-runner and the processes it forks (or a remote worker): the server and the serving path never
-import it. `import batch` imports
-nothing heavy.
+(and by the runner's imports), and only in a runner and the processes it forks (or a remote
+worker): the server and the serving path never import it. `import batch` imports nothing heavy.
 """

@@ -23,6 +23,8 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER_DIED = "The batch prediction job runner died ({status})."
+#: Longest a job waits for its runner's imports (a few seconds; minutes on a loaded machine).
+START_S = 600.0
 
 
 class RunnerGone(Exception):
@@ -106,7 +108,9 @@ class Runner:
 
     def _next(self) -> dict[str, Any]:
         with self._arrived:
-            self._arrived.wait_for(lambda: bool(self._replies) or self.done)
+            if not self._arrived.wait_for(lambda: bool(self._replies) or self.done, START_S):
+                self.proc.kill()  # a hung import: its job fails, the next one starts afresh
+                raise RuntimeError(f"The batch prediction job runner did not start in {START_S:g} s.")
             if not self._replies:
                 raise RunnerGone(self.error or "The batch prediction job runner ended.")
             reply = self._replies[0]
