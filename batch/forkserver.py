@@ -55,7 +55,8 @@ BEAM_MODULES = ("apache_beam.runners.worker.sdk_worker_main", "batch.pipeline")
 
 
 def worker_modules(spec: JobSpec) -> list[str]:
-    """The modules the fork server imports for `spec`'s workers: Beam's, and the model
+    """The modules `spec`'s workers need imported (its runner, batch/runner.py, imports them
+    before it forks the job's process, whose fork server forks the workers): Beam's, and the model
     framework's as predictors/preload.py lists them (scikit-learn or XGBoost; never TensorFlow,
     which starts threads as it loads). A pickled model of unnamed framework is taken as
     scikit-learn (XGBoost's pickled estimators import it too)."""

@@ -1,18 +1,19 @@
 """A warm job runner: `python -m batch.runner JOBS_DIR MODULES_JSON IDLE_S`, one process that has
 imported Beam, mlemu's pipeline and a model framework, and forks one process per batch job.
 
-Without it every job was a fresh `python -m batch`: Python, Beam's import (~0.5-0.9 s), the
-framework's (~0.8 s with scikit-learn) and, with several workers, a fork server importing them
-again, before the first record; for a job of a few seconds that fixed cost decided its speed
-(bench/notes/batch-jobs.md). The server keeps one runner per set of modules (batch/runners.py)
-and hands it jobs; a job's process is a fork of the runner, so it starts with everything
-imported, and its own fork server (batch/forkserver.py) is a fork of the job's process, before
-any thread or gRPC channel exists there.
+Started fresh, a job would pay Python's start, Beam's import and the framework's (and, with
+several workers, a fork server importing them again) before its first record; for a job of a few
+seconds that fixed cost decided its speed (bench/notes/batch-jobs.md has the figures). The
+server keeps one runner per set of modules (batch/runners.py) and hands it jobs; a job's process
+is a fork of the runner, so it starts with everything imported, and its own fork server
+(batch/forkserver.py) is a fork of the job's process, before any thread or gRPC channel exists
+there.
 
 Forking is safe for the same reasons as the fork server's: this process imports modules only
 (no gRPC channel, no framework that starts threads: TensorFlow is never imported here, OpenBLAS
-loads without its pool) and runs one thread; `ready` reports the threads counted after the
-imports so a test can hold that rule.
+loads without its pool) and runs one Python thread; `ready` reports the OS threads counted after
+the imports (Beam's import starts one: pyarrow's jemalloc thread, which batch/forkserver.py
+explains).
 
 Life time. A job's process starts a session of its own (a cancel kills its process group: the
 job, its fork server, its workers) and dies with the runner (PR_SET_PDEATHSIG: the runner's one
@@ -21,7 +22,8 @@ process is gone (its parent changed: then it kills its jobs' groups first), or a
 seconds without a job (0: as soon as its jobs are done), which bounds an idle runner's memory.
 Protocol, one JSON object per line: in `{"spec": PATH, "log": PATH, "env": {...}}`; out
 `{"ready": true, "threads": N}` or `{"error": "..."}` once, then `{"started": PID}` per job in
-request order and `{"exit": PID, "status": "...", "cpu_s": X}` per job that ended.
+request order and `{"exit": PID, "status": "...", "code": N, "cpu_s": X}` per job that ended (N as Popen's
+returncode; X the CPU time of the job's process and every process it waited for).
 """
 
 from __future__ import annotations
