@@ -57,11 +57,13 @@ def idle_expired(idle_since: float | None, now: float, idle_s: float) -> bool:
     return idle_since is not None and now - idle_since >= idle_s
 
 
-def _run_job(request: dict[str, Any], runner: int, pipes: tuple[int, int]) -> None:
+def _run_job(request: dict[str, Any], runner: int, pipes: tuple[int, ...]) -> None:
     """In a forked child: become the job's process (batch/job.run_job) and never return."""
     code = 1
     try:
         os.setsid()  # the job's own process group: a cancel's killpg reaches its workers too
+        signal.set_wakeup_fd(-1)  # the runner's, below: not the job's
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         die_with_parent(runner)
         for fd in pipes:  # the runner's alone: a job must not keep the server's pipe open
             os.close(fd)
@@ -105,10 +107,17 @@ def serve(modules: list[str], idle_s: float, requests: BinaryIO, replies: Binary
     gc.freeze()  # the imports' objects: never collected, so their pages stay shared by the forks
     reply({"ready": True, "threads": preload.threads()})
     me, fd, pending = os.getpid(), requests.fileno(), b""
+    # A job's end wakes the loop at once (its exit is what the server waits for), not at a tick.
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     jobs: set[int] = set()
     idle_since: float | None = time.monotonic()
     while True:
-        readable, _, _ = select.select([fd], [], [], TICK_S)
+        readable, _, _ = select.select([fd, woken], [], [], TICK_S)
+        if woken in readable:
+            os.read(woken, 512)
         while jobs:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
             if not pid:
@@ -123,7 +132,7 @@ def serve(modules: list[str], idle_s: float, requests: BinaryIO, replies: Binary
             idle_since = None
         elif idle_since is None:
             idle_since = time.monotonic()
-        if not readable:
+        if fd not in readable:
             if idle_expired(idle_since, time.monotonic(), idle_s):
                 break
             continue
@@ -135,7 +144,7 @@ def serve(modules: list[str], idle_s: float, requests: BinaryIO, replies: Binary
             line, pending = pending.split(b"\n", 1)
             pid = os.fork()
             if pid == 0:
-                _run_job(json.loads(line), me, (fd, replies.fileno()))
+                _run_job(json.loads(line), me, (fd, replies.fileno(), woken, wake))
             jobs.add(pid)
             idle_since = None
             reply({"started": pid})
@@ -149,6 +158,7 @@ if __name__ == "__main__":
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything an import prints goes to the log, not into the replies
     os.chdir(ROOT)
+    # argv[1], the server's jobs directory, is not read: it tells one server's runners apart.
     code = serve(json.loads(sys.argv[2]), float(sys.argv[3]), sys.stdin.buffer, replies,
                  os.getppid())
     replies.flush()
