@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
     from boot import build_emulator, configure_logging
+    from console import register as register_console
     from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
+    register_console(flask_app)  # /console/ unless MLEMU_CONSOLE=false
     register_authentication(flask_app)
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
@@ -99,8 +101,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
-               "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
-               "protocols.grps", "protocols.tfserving", "protocols.v2")
+               "boot", "console", "emulator", "observability.http", "observability.logs",
+               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2")
 
 
 def import_app_modules() -> None:

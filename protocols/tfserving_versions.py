@@ -118,6 +118,13 @@ def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int
         raise NotFound(f"Servable not found for request: {spec}. {exc.message}") from None
 
 
+def serve(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
+          label: str | None) -> dataplane.Served:
+    """`resolve` for a prediction: the data plane's Served, through which the model runs."""
+    return dataplane.Served(emu, *resolve(emu, caller, project, model, number, label,
+                                          "ml.models.predict"))
+
+
 def _status(emu: Emulator, version: Version) -> dict[str, Any]:
     number = number_of(version)
     state, code, message = _STATES.get(version.state, "START"), "OK", ""

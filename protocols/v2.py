@@ -142,10 +142,10 @@ def infer(model: str, version: str | None = None) -> Response:
     body = decompress(read_body(limit), request.headers.get("Content-Encoding", ""), limit)
     header, binary = split_body(body, request.headers.get("Inference-Header-Content-Length"))
     req = decode_rest_infer(header, binary)
-    served, predictor = inference.resolve_for_predict(emu, caller, model, version)
-    outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)
+    served = inference.serve(emu, caller, model, version)
+    outputs = inference.run_tensors(served, req.inputs, req.parameters, req.output_names)
     outputs = inference.select_outputs(outputs, req.output_names)
-    data, header_length = encode_response(model, inference.version_id(served), req, outputs)
+    data, header_length = encode_response(model, served.version_id, req, outputs)
     if header_length is None:
         return _compressed(Response(data, mimetype="application/json"))
     response = Response(data, mimetype="application/octet-stream")
