@@ -27,7 +27,7 @@ RUNNER_DIED = "The batch prediction job runner died ({status})."
 START_S = 600.0
 
 
-class RunnerGone(Exception):
+class RunnerGone(RuntimeError):
     """The runner ended before it took the job (its idle time ran out meanwhile, or it died)."""
 
 
