@@ -87,10 +87,11 @@ class DaskCluster:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["OPENBLAS_NUM_THREADS"] = "1"
         # The scheduler unpickles the task graph (Dask wants one environment everywhere), so
-        # it gets the wheel too.
+        # it gets the wheel too. Should this process die without stop(), the scheduler ends
+        # after 10 idle minutes and the workers a minute after it (--death-timeout).
         self._start(work / "scheduler", {**env, "PYTHONPATH": _install(wheel, work / "scheduler")},
                     "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
-                    str(self.port), "--no-dashboard")
+                    str(self.port), "--no-dashboard", "--idle-timeout", "600s")
         _wait_port(self.port, self.procs[0], "dask scheduler")
         self.sites = []
         for i in range(workers):
