@@ -19,6 +19,10 @@ ERRORS_BASENAME = "prediction.errors_stats"
 #: RESULTS_BASENAME + HEADER_SUFFIX (batch/records.py says whose layout this is).
 CSV_SUFFIX = ".csv"
 HEADER_SUFFIX = "_header.csv"
+#: The runners a job's process runs itself (its workers are local), and the one that gets the
+#: graph of batch/distributed.py instead of batch/pipeline.py's (that module says why).
+LOCAL_RUNNER = "DirectRunner"
+DASK_RUNNER = "DaskRunner"
 
 
 @dataclasses.dataclass
@@ -37,7 +41,8 @@ class JobSpec:
     #: Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...) and extra options.
     runner: str = "DirectRunner"
     runner_options: list[str] = dataclasses.field(default_factory=list)
-    #: A file the workers append one line per predicted batch to (local runners only).
+    #: A file the workers append one line per predicted batch to (LOCAL_RUNNER only: remote
+    #: workers see no disk of the server's).
     progress_path: str = ""
     storage_emulator_host: str = ""
     #: Whose files: "ml" (AI Platform's prediction.results-*, errors_stats) or "vertex"

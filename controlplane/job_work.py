@@ -2,11 +2,12 @@
 
 `work`: QUEUED -> PREPARING (resolve the model: a version's deploymentUri or the job's `uri`,
 downloading gs:// models for local runners; check the framework) -> RUNNING (the Beam pipeline
-in a child process, batch/launcher.py) while it polls the job: a cancel (state CANCELLING) kills
-the pipeline's process group, and the workers' progress updates `predictionCount` and
-`errorCount`. `finish` (in the transaction that ends the task): SUCCEEDED with the counts and
-`nodeHours`, FAILED with `errorMessage`, or CANCELLED. A job whose server died is adopted and run
-again from the start (its shards are rewritten), or FAILED after registry/tasks.MAX_ATTEMPTS.
+in a job process the emulator's warm runner forks, batch/launcher.py) while it polls the job: a
+cancel (state CANCELLING) kills the job process's group, and the workers' progress updates
+`predictionCount` and `errorCount`. `finish` (in the transaction that ends the task): SUCCEEDED
+with the counts and `nodeHours`, FAILED with `errorMessage`, or CANCELLED. A job whose server
+died is adopted and run again from the start (its shards are rewritten), or FAILED after
+registry/tasks.MAX_ATTEMPTS.
 
 Every state change goes through `transition` (the place to count jobs by state, for metrics).
 """
@@ -167,7 +168,7 @@ def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     _change(emu, name, "RUNNING", only_from=("PREPARING",))
     project, job_id = jobs.parse_job_name(name)
     started = time.monotonic()
-    run = Run(spec, emu.settings.jobs_path / project / job_id)
+    run = Run(spec, emu.settings.jobs_path / project / job_id, emu.batch_runners)
     try:
         while not run.poll():
             time.sleep(POLL_S)

@@ -99,6 +99,7 @@ SETTINGS = (
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
     Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
+    Var("batch_runner_idle_s", ("MLEMU_BATCH_RUNNER_IDLE_S",), FLOAT),
     Var("header_timeout", ("MLEMU_HEADER_TIMEOUT",), FLOAT),
     Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
     Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
@@ -167,6 +168,9 @@ class Settings:
     #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
     #: TensorFlow models only); off refuses them as the service did.
     batch_any_framework: bool = False
+    #: Seconds a batch job runner (Beam and a framework imported, batch/runner.py) stays warm
+    #: after its last job; 0: a fresh runner per job.
+    batch_runner_idle_s: float = 300.0
     #: Time limits for receiving a request (headers; headers and body), in seconds.
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT

@@ -15,6 +15,7 @@ import threading
 import time
 
 import auth
+from batch.runners import Runners
 from core.errors import ApiError
 from core.settings import Settings
 from observability.metrics import Instruments
@@ -54,9 +55,14 @@ class Emulator:
     #: Vertex AI endpoints' seeded traffic-split routers (registry/vertex_serving.py).
     vertex_routers: vertex_serving.Routers = dataclasses.field(
         default_factory=vertex_serving.Routers, repr=False, compare=False)
+    #: Warm batch job runners, one per framework (batch/runners.py), started by the first job.
+    batch_runners: Runners = dataclasses.field(init=False, repr=False, compare=False)
     #: (store change token, versions held) at the last prune_deployments (on_tick's thread only).
     pruned_at: tuple[object, frozenset[tuple[str, str]]] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.batch_runners = Runners(self.settings.jobs_path, self.settings.batch_runner_idle_s)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.

@@ -74,10 +74,14 @@ def _processes() -> Iterator[tuple[int, list[str], bytes]]:
 
 
 def pipeline_pids(state_dir: Path) -> list[int]:
-    """Live `python -m batch` processes working for the server with this state directory."""
-    marker = str(state_dir / "jobs").encode()
-    return [pid for pid, _, cmdline in _processes()
-            if b"-m\x00batch\x00" in cmdline and marker in cmdline]
+    """Live batch job processes working for the server with this state directory: the children
+    of its job runners (`python -m batch.runner JOBS_DIR ...`, batch/runner.py) that lead a
+    process group (their own forks, the fork server and workers, are in that group)."""
+    marker = b"\x00" + str(state_dir / "jobs").encode() + b"\x00"
+    runners = {pid for pid, _, cmdline in _processes()
+               if b"-m\x00batch.runner\x00" in cmdline and marker in cmdline}
+    return [pid for pid, fields, _ in _processes()
+            if int(fields[1]) in runners and int(fields[2]) == pid]
 
 
 def group_members(pgid: int) -> list[int]:

@@ -1,8 +1,8 @@
 """A DirectRunner job's forked workers (batch/forkserver.py, batch/workerpool.py), through the
-pipeline process the server starts (batch/launcher.Run): the workers are children of the job's
-fork server, itself a child of the pipeline process; they predict every instance once; a cancel,
-a crash of the pipeline process or of one worker leaves no process behind (and fails the job
-saying why); a framework that fails to import in the fork server fails the job cleanly.
+job process a runner forks (batch/launcher.Run, batch/runner.py): the workers are children of the
+job's fork server, itself a child of the job process; they predict every instance once; a cancel,
+a crash of the job process or of one worker leaves no process behind (and fails the job saying
+why); a framework that fails to import in the runner fails the job cleanly.
 (tests/clients/test_batch_lifecycle.py compares a 2-worker job with online :predict and cancels
 one through the jobs API.)
 """
@@ -41,14 +41,14 @@ def _job(tmp_path: Path, rows: int, **more: object) -> tuple[JobSpec, list[list[
 
 
 def _workers(run: Run, count: int = 2, timeout: float = 60) -> tuple[int, list[int]]:
-    """(fork server pid, worker pids) once `count` workers run."""
+    """(fork server pid, worker pids) once `count` workers run: the fork server is the job
+    process's child (a fork of it) that has children."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for server in batchkit.children(run.proc.pid):
-            if b"batch.forkserver" in Path(f"/proc/{server}/cmdline").read_bytes():
-                workers = batchkit.children(server)
-                if len(workers) >= count:
-                    return server, workers
+            workers = batchkit.children(server)
+            if len(workers) >= count:
+                return server, workers
         assert run.proc.poll() is None, run.result()
         time.sleep(0.05)
     raise AssertionError("the job's workers did not start")
@@ -74,8 +74,9 @@ def runs() -> Iterator[list[Run]]:
     started: list[Run] = []
     yield started
     for run in started:  # whatever a test left running
-        if run.proc.poll() is None:
+        if not run.poll():
             run.cancel()
+        run.runners.close()
 
 
 def test_workers_are_forked_by_the_fork_server(tmp_path: Path, runs: list[Run]) -> None:
@@ -131,7 +132,7 @@ def test_a_framework_failing_to_import_fails_the_job(tmp_path: Path, runs: list[
                    framework="SCIKIT_LEARN", workers=2)
     run = Run(spec, tmp_path / "work")
     runs.append(run)
-    assert run.proc.wait(timeout=120) == 0
-    assert run.result() == {"error": "The batch prediction workers could not import "
+    assert run.poll()  # the job's runner could not start: the job fails before it runs
+    assert run.result() == {"error": "The batch prediction runner could not import "
                                      "sklearn.base: ImportError: this scikit-learn is broken"}
-    assert batchkit.group_members(run.proc.pid) == []
+    assert run.proc is None

@@ -194,7 +194,7 @@ def test_the_server_imports_no_beam():
         "from app import create_app\n"
         "from core.settings import Settings\n"
         "create_app(Settings(state_dir=pathlib.Path(tempfile.mkdtemp())), warm=False)\n"
-        "import batch, batch.launcher, batch.records, controlplane.jobs\n"
+        "import batch, batch.launcher, batch.runners, batch.records, controlplane.jobs\n"
         "print([m for m in sys.modules if m.split('.')[0] == 'apache_beam'][:3])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

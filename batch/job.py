@@ -1,10 +1,13 @@
-"""The pipeline's process: `python -m batch SPEC_FILE` runs one job and writes RESULT_FILE.
+"""A batch job's process: runs one job's pipeline and writes its result file, then ends.
 
-Started by batch/launcher.py in its own session (process group), so a cancel ends it, its
-workers' fork server and every worker at once (batch/forkserver.py: they also die with it). It
-also ends itself if the server that started it dies: a job whose server is gone is taken over
-by another server, which starts it again.
-The result file is `{"predictions": N, "errors": M}` or `{"error": "message"}`.
+The process is a fork of a warm runner (batch/runner.py), in a session of its own, so a cancel
+ends it, its workers' fork server and every worker at once (batch/forkserver.py: they also die
+with it), and it dies with its runner, which ends when the server is gone (a job whose server is
+gone is taken over by another server, which starts it again). Beam, the pipeline and the model's
+framework are imported already; the fork server is a fork of this process, made before any
+thread starts here.
+The result file (RESULT_BASENAME beside the spec) is `{"predictions": N, "errors": M}` or
+`{"error": "message"}`.
 """
 
 from __future__ import annotations
@@ -12,42 +15,39 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-
-def _watch_parent(parent: int) -> None:
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+RESULT_BASENAME = "result.json"
 
 
-def main(argv: list[str]) -> None:
-    spec_path = Path(argv[1])
-    result_path = spec_path.with_name("result.json")
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+def run_job(spec_path: Path) -> None:
+    """Run the job `spec_path` describes, write its result file and end this process."""
+    result_path = spec_path.with_name(RESULT_BASENAME)
     logging.basicConfig(level=logging.WARNING)
-    from batch.spec import JobSpec
+    from batch.spec import DASK_RUNNER, JobSpec
 
     spec = JobSpec.read(spec_path)
     forks = None
     if spec.forked_workers:
-        # First, before Beam loads here: the fork server imports Beam and the framework for
-        # the workers meanwhile (batch/forkserver.py). A worker or the server dying fails the
-        # job at once (the runner itself would wait for the dead worker forever).
+        # First, before any thread starts here: the fork server forks the workers from this
+        # warm state (batch/forkserver.py). A worker or the server dying fails the job at once
+        # (the runner itself would wait for the dead worker forever).
         from batch import forkserver
 
         forks = forkserver.ForkServer(forkserver.worker_modules(spec), on_death=lambda message:
                                       _finish(result_path, {"error": message}, forks))
     try:
-        from batch import pipeline
+        if spec.runner.rsplit(".", 1)[-1] == DASK_RUNNER:  # or Beam's module path of it
+            from batch import distributed
 
-        outcome: dict[str, object] = dict(pipeline.run(spec, forks))
+            outcome: dict[str, object] = dict(distributed.run(spec))
+        else:
+            from batch import pipeline
+
+            outcome = dict(pipeline.run(spec, forks))
     except Exception as exc:
         logging.getLogger("mlemu.batch").exception("batch prediction failed")
         # The fork server's own failure (e.g. the framework's import) says more than Beam's
@@ -87,7 +87,3 @@ def _reason(exc: BaseException) -> str:
     # Beam wraps worker failures in long chained texts; the last line names the cause.
     lines = [line for line in str(message).strip().splitlines() if line.strip()]
     return lines[-1][:2000] if lines else type(exc).__name__
-
-
-if __name__ == "__main__":
-    main(sys.argv)
