@@ -190,6 +190,12 @@ def serve(**flags: Any) -> None:
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     _check_store(settings)
     from boot import QUIET_NATIVE_LOGS
+    from deploy import fence
+
+    try:  # here too, so a supervised gRPC server is not started for a gunicorn that won't
+        fence.worker_class(settings.worker_class)
+    except fence.UntestedGunicorn as exc:
+        raise click.ClickException(str(exc)) from None
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
