@@ -20,7 +20,7 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
     """How to fix a run with a Python that lacks mlemu's requirements (e.g. the system one)."""
     return (f"mlemu: Python module {exc.name!r} is missing from {sys.executable}. Run mlemu "
             f"with its virtualenv: `./mlemu ...` (creates .venv on first use), or `make venv` "
-            f"once and then `.venv/bin/python app.py ...`.")
+            f"once and then `.venv/bin/mlemu ...`.")
 
 
 try:

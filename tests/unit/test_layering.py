@@ -19,7 +19,7 @@ LAYERS = {
     "app": 5, "boot": 5, "grpcserve": 5, "cli": 5,
 }
 #: What may stand at the top level besides the packages above (DESIGN.md's layout).
-ROOT_FILES = {"app.py"}
+ROOT_FILES = {"app.py", "setup.py"}  # setup.py: the build step (protocols/_generated)
 ROOT_PACKAGES_OUTSIDE_LAYERS = {"deploy", "tests", "bench", "tools", "demo", "protos", "docs",
                                 "pytest_mlemu"}
 FLASK_ALLOWED = {"app", "api", "protocols", "web"}
