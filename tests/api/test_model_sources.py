@@ -57,12 +57,15 @@ def create(client, name, uri, **extra):
 
 
 def wait_done(client, operation):
-    for _ in range(200):
+    """The operation once done; 60 s bounds a hang (a count of polls would bound the machine's
+    speed: a loaded machine takes longer to load a model)."""
+    deadline = time.monotonic() + 60
+    while True:
         op = client.get(f"/v1/{operation}", headers=iamkit.bearer(ADMIN)).get_json()
         if op.get("done"):
             return op
+        assert time.monotonic() < deadline, op
         time.sleep(0.05)
-    raise AssertionError(op)
 
 
 def refusal(answer, uri):
