@@ -22,7 +22,7 @@ from googleapiclient.errors import HttpError
 from tests import modelkit
 from tests.clients.mlclient import create_version, error_of, ml_client, wait_done
 from tests.conftest import LiveServer, start_server, stop_server
-from tests.explain.test_explainers import BASELINE, X, exact_shapley, sklearn_interactions
+from tests.kit.shapley import BASELINE, X, exact_shapley, sklearn_interactions
 
 pytestmark = pytest.mark.slow
 P = "projects/demo"

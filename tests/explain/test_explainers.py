@@ -8,9 +8,7 @@ trees, contrib(x) - contrib(baseline) is each feature's exact Shapley value agai
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +21,9 @@ from explainers import config, metadata
 from predictors.base import Predictor
 from predictors.sklearn import SklearnPredictor
 from predictors.xgboost import XGBoostPredictor
+from tests.kit.shapley import BASELINE, X, exact_shapley, sklearn_interactions
 
 SHAPLEY = {"sampledShapleyAttribution": {"numPaths": 20}}
-X = [0.8, -1.2, 2.0]
-BASELINE = [0.1, 0.3, -0.5]
 
 
 def write_metadata(directory: Path, inputs: dict[str, Any] | None = None, **extra: Any) -> Path:
@@ -36,32 +33,6 @@ def write_metadata(directory: Path, inputs: dict[str, Any] | None = None, **extr
             "outputs": {"score": {}}, "framework": "scikit_learn", **extra}
     (directory / metadata.FILE_NAME).write_text(json.dumps(body))
     return directory
-
-
-def exact_shapley(f: Any, x: list[float], base: list[float]) -> np.ndarray:
-    """Baseline Shapley values by enumerating every coalition."""
-    n = len(x)
-    values = np.zeros(n)
-    for i in range(n):
-        others = [j for j in range(n) if j != i]
-        for size in range(n):
-            for coalition in itertools.combinations(others, size):
-                weight = math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n)
-                row = [x[j] if j in coalition else base[j] for j in range(n)]
-                with_i = list(row)
-                with_i[i] = x[i]
-                values[i] += weight * (f(with_i) - f(row))
-    return values
-
-
-def sklearn_interactions(directory: Path) -> Any:
-    from sklearn.ensemble import GradientBoostingRegressor
-
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(300, 3))
-    y = x[:, 0] * x[:, 1] + np.sin(x[:, 2]) + 0.5 * x[:, 0]
-    model = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
-    return model
 
 
 def one(result: list[dict[str, Any]]) -> dict[str, Any]:

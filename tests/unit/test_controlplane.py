@@ -16,18 +16,9 @@ from registry import owners, tasks
 from registry.resources import Operation, Version
 from tests import iamkit, modelkit
 from tests.clients.mlclient import GATE_PREDICTOR, wait_for_file
+from tests.kit.operations import wait_operation
 
 M = "/v1/projects/p/models"
-
-
-def wait_operation(client: Any, op: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Poll an operation through the in-process app until it is done."""
-    deadline = time.monotonic() + timeout
-    while not op.get("done"):
-        assert time.monotonic() < deadline, op
-        time.sleep(0.05)
-        op = client.get(f"/v1/{op['name']}").json
-    return op
 
 
 def _model_with_version(client: Any, tmp_path: Path, model: str = "m") -> None:

@@ -11,7 +11,7 @@ from app import create_app
 from core.payloads import ANONYMOUS, ModelRef, PredictRequest
 from core.settings import Settings
 from tests import modelkit
-from tests.unit.test_controlplane import wait_operation
+from tests.kit.operations import wait_operation
 
 M = "/v1/projects/p/models"
 

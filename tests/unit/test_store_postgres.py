@@ -22,7 +22,7 @@ from registry.store import SqliteStore, Store, open_store
 from registry.store_base import SCHEMA_VERSION
 from registry.store_postgres import PostgresStore
 from tests.conftest import free_port
-from tests.unit.test_tasks import adopt_orphan_race
+from tests.kit.taskrace import adopt_orphan_race
 
 pytestmark = pytest.mark.slow
 
