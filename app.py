@@ -105,7 +105,7 @@ APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "a
 
 def import_app_modules() -> None:
     """Import the app's modules without building it: nothing is opened and no thread starts
-    (tests/unit/test_preload.py checks), so this is safe before a fork."""
+    (tests/predictors/test_preload.py checks), so this is safe before a fork."""
     import importlib
 
     for name in APP_MODULES:

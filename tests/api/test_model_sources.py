@@ -11,7 +11,7 @@ import pytest
 
 from app import create_app
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 ADMIN = "admin-token"
 M = "/v1/projects/p/models/m"
@@ -143,7 +143,7 @@ def test_iam_mode_off_keeps_any_local_path_unless_roots_are_set(world, make_app)
 
 
 def test_batch_prediction_jobs_take_a_model_uri_only_from_the_roots(world):
-    from tests import batchkit
+    from tests.kit import batchkit
 
     client, _ = client_for(world, batch_any_framework=True)
     uri = str(world["outside"])
@@ -158,7 +158,7 @@ def test_batch_prediction_jobs_read_and_write_only_under_the_data_roots(world):
     """A job reads its inputs and writes its outputs as the server's user: in enforce mode local
     paths only under the data roots (default: the state directory's data/), refused alike whether
     or not they exist; a root given by MLEMU_DATA_ROOTS replaces the default."""
-    from tests import batchkit
+    from tests.kit import batchkit
 
     client, emu = client_for(world, batch_any_framework=True)
     data = emu.settings.data_root

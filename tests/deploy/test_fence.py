@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from deploy import fence
-from tests import modelkit
 from tests.conftest import ROOT, free_port
+from tests.kit import modelkit
 
 ROW = [1.0, 2.0, 0.5, -1.0]
 

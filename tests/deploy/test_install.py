@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import ROOT, free_port
+from tests.kit import modelkit
 
 RUNTIME_PACKAGES = ("core", "auth", "registry", "predictors", "explainers", "batch",
                     "observability", "emulator", "dataplane", "controlplane", "api", "protocols",

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROW = [1.0, 2.0, 0.5, -1.0]
 BODY = json.dumps({"instances": [ROW]}).encode()

@@ -53,6 +53,6 @@ class FakeMeter:
                      now=lambda: self.wall)
 
 
-#: The meter the test models of tests/protocols/test_grpc_dispatch.py report to (they run in
+#: The meter the test models of tests/grpcserve/test_grpc_dispatch.py report to (they run in
 #: the test's process, loaded as custom predictors, and find it by importing this module).
 SHARED = FakeMeter()

@@ -1,5 +1,5 @@
 """Exact baseline Shapley values and the models and points the explanation tests compare
-attributions on (tests/explain)."""
+attributions on (tests/explainers)."""
 
 from __future__ import annotations
 

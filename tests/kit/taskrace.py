@@ -1,5 +1,5 @@
 """An orphaned task seen by several task runners at once (registry/tasks.py), on any store: the
-race tests/unit/test_tasks.py runs on SQLite and test_store_postgres.py on PostgreSQL."""
+race tests/registry/test_tasks.py runs on SQLite and test_store_postgres.py on PostgreSQL."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from controlplane import listing
 from core.errors import InvalidArgument
 from registry import owners, tasks
 from registry.resources import Operation, Version
-from tests import iamkit, modelkit
-from tests.clients.mlclient import GATE_PREDICTOR, wait_for_file
+from tests.kit import iamkit, modelkit
+from tests.kit.mlclient import GATE_PREDICTOR, wait_for_file
 from tests.kit.operations import wait_operation
 
 M = "/v1/projects/p/models"

@@ -20,7 +20,7 @@ import pytest
 
 from batch.launcher import Run
 from batch.spec import JobSpec
-from tests import batchkit
+from tests.kit import batchkit
 
 pytestmark = pytest.mark.slow
 

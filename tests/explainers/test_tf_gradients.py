@@ -15,7 +15,7 @@ import pytest
 import explainers
 from core.errors import InvalidArgument
 from predictors.tensorflow import TensorFlowPredictor
-from tests import tfmodels
+from tests.kit import tfmodels
 
 pytestmark = pytest.mark.slow
 IG = {"integratedGradientsAttribution": {"numIntegralSteps": 8}}

@@ -7,8 +7,8 @@ import sys
 import threading
 
 from core.errors import Unavailable
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 GARBAGE = b"this is not an SQLite database. " * 256
 

@@ -14,8 +14,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests import modelkit
 from tests.conftest import LiveServer, start_server, stop_server
+from tests.kit import modelkit
 from tests.protocols.conftest import (
     PROJECT,
     fresh_channel,

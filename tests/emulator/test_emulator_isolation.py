@@ -10,7 +10,7 @@ import dataplane
 from app import create_app
 from core.payloads import ANONYMOUS, ModelRef, PredictRequest
 from core.settings import Settings
-from tests import modelkit
+from tests.kit import modelkit
 from tests.kit.operations import wait_operation
 
 M = "/v1/projects/p/models"

@@ -7,7 +7,7 @@ import pytest
 from registry import bootstrap
 from registry.resources import Model, Version
 from registry.store import SqliteStore
-from tests import modelkit
+from tests.kit import modelkit
 
 
 def test_store_persists_across_instances_and_rolls_back(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from core.settings import Settings
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
-from tests import modelkit
+from tests.kit import modelkit
 from tests.kit.clocks import SHARED
 
 ROW = [1.0, 2.0, 0.5, -1.0]

@@ -6,8 +6,8 @@ import sys
 from typing import Any
 
 from registry import bootstrap
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 
 def run_fresh(code: str) -> Any:

@@ -20,7 +20,7 @@ import auth
 from auth import identity, roles
 from core.errors import Unauthenticated, Unavailable
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 SA = "runner@p.iam.gserviceaccount.com"
 KID = "key-1"

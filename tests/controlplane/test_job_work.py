@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests import batchkit, modelkit
+from tests.kit import batchkit, modelkit
 
 
 def test_a_job_without_beam_fails_saying_so(make_app: Any, tmp_path: Any,

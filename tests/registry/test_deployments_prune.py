@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests import modelkit
+from tests.kit import modelkit
 
 M = "/v1/projects/p/models"
 ROWS = {"instances": [[0.5, -1.0, 2.0, 0.1]]}

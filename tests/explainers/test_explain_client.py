@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 from googleapiclient.errors import HttpError
 
-from tests import modelkit
-from tests.clients.mlclient import create_version, error_of, ml_client, wait_done
 from tests.conftest import LiveServer, start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import create_version, error_of, ml_client, wait_done
 from tests.kit.shapley import BASELINE, X, exact_shapley, sklearn_interactions
 
 pytestmark = pytest.mark.slow
