@@ -181,3 +181,17 @@ def test_pip_install_gives_a_working_mlemu_command_editable_or_not(tmp_path: Pat
     assert (checkout / "protocols" / "_generated" / "grps_pb2.py").exists()  # built in place
     cmdline = serve_and_predict(bin_dir, elsewhere, model)
     assert f"-c {checkout}/deploy/gunicorn.conf.py" in cmdline, cmdline
+
+
+def test_make_venv_installs_the_requirements_then_mlemu_editable(tmp_path: Path) -> None:
+    """`make venv` (dry run into a new path): the pinned requirements, then mlemu itself editable
+    with the build using those pins (the install the test above runs), so .venv/bin/mlemu exists."""
+    venv = tmp_path / "venv"
+    planned = subprocess.run(["make", "-n", "-s", "--no-print-directory", "-C", str(ROOT), "venv",
+                              f"VENV={venv}"], capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    lines = planned.stdout.splitlines()
+    requirements = next(i for i, line in enumerate(lines) if "-r requirements-dev.txt" in line)
+    editable = lines.index(f"{venv}/bin/python -m pip install --quiet --no-deps "
+                           "--no-build-isolation -e .")
+    assert requirements < editable
