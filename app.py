@@ -188,14 +188,8 @@ def serve(**flags: Any) -> None:
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_store(settings)
+    _check_start(settings)
     from boot import QUIET_NATIVE_LOGS
-    from deploy import fence
-
-    try:  # here too, so a supervised gRPC server is not started for a gunicorn that won't
-        fence.worker_class(settings.worker_class)
-    except fence.UntestedGunicorn as exc:
-        raise click.ClickException(str(exc)) from None
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
@@ -222,15 +216,18 @@ def _absolute(uri: str) -> str:
     return uri if "://" in uri else str(Path(uri).resolve())
 
 
-def _check_store(settings: Settings) -> None:
+def _check_start(settings: Settings) -> None:
     """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    database, a bad MLEMU_DATABASE_URL) or the installed gunicorn is not one mlemu's worker was
+    tested with (deploy/fence.py), before gunicorn or a gRPC process starts."""
     from core.errors import ApiError
+    from deploy import fence
     from registry.store import open_store
 
     try:
+        fence.worker_class(settings.worker_class)
         open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
+    except (ValueError, ApiError, fence.UntestedGunicorn) as exc:
         raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
