@@ -20,7 +20,7 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
     """How to fix a run with a Python that lacks mlemu's requirements (e.g. the system one)."""
     return (f"mlemu: Python module {exc.name!r} is missing from {sys.executable}. Run mlemu "
             f"with its virtualenv: `./mlemu ...` (creates .venv on first use), or `make venv` "
-            f"once and then `.venv/bin/python app.py ...`.")
+            f"once and then `.venv/bin/mlemu ...`.")
 
 
 try:
@@ -110,7 +110,7 @@ APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "a
 
 def import_app_modules() -> None:
     """Import the app's modules without building it: nothing is opened and no thread starts
-    (tests/unit/test_preload.py checks), so this is safe before a fork."""
+    (tests/predictors/test_preload.py checks), so this is safe before a fork."""
     import importlib
 
     for name in APP_MODULES:
@@ -193,7 +193,7 @@ def serve(**flags: Any) -> None:
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_store(settings)
+    _check_start(settings)
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
@@ -221,15 +221,18 @@ def _absolute(uri: str) -> str:
     return uri if "://" in uri else str(Path(uri).resolve())
 
 
-def _check_store(settings: Settings) -> None:
+def _check_start(settings: Settings) -> None:
     """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
+    database, a bad MLEMU_DATABASE_URL) or the installed gunicorn is not one mlemu's worker was
+    tested with (deploy/fence.py), before gunicorn or a gRPC process starts."""
     from core.errors import ApiError
+    from deploy import fence
     from registry.store import open_store
 
     try:
+        fence.worker_class(settings.worker_class)
         open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
+    except (ValueError, ApiError, fence.UntestedGunicorn) as exc:
         raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 

@@ -58,6 +58,8 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 LOG_FORMATS = ("text", "json")
 #: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
+#: MLEMU_WORKER_CLASS: mlemu's gunicorn worker (deploy/worker.py) or gunicorn's stock gthread.
+WORKER_CLASSES = ("mlemu", "gthread")
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -112,6 +114,7 @@ SETTINGS = (
     Var("metrics_public", ("MLEMU_METRICS_PUBLIC",), BOOLEAN),
     Var("console", ("MLEMU_CONSOLE",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
+    Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
 )
 
 
@@ -196,6 +199,9 @@ class Settings:
     console: bool = True
     #: auto (BigQuery with Google credentials, else the store), bigquery or store.
     request_log_sink: str = "auto"
+    #: "mlemu" (deploy/worker.py, on the gunicorn versions it was tested with) or "gthread"
+    #: (gunicorn's own worker, on any gunicorn, without mlemu's request deadlines and JSON errors).
+    worker_class: str = "mlemu"
 
     @property
     def metrics_dir(self) -> Path:

@@ -112,8 +112,10 @@ def load(model_dir: str, prediction_class: str, import_roots: Sequence[str]) -> 
         saved_path = list(sys.path)
         before = set(sys.modules)
         # A server module with the same top-level name would shadow the user's; set it aside.
+        # (sys.modules is read through a copy: other threads import outside this lock, and a
+        # dict iterated in Python while another thread adds to it raises RuntimeError.)
         shadowed = {
-            name: mod for name, mod in sys.modules.items()
+            name: mod for name, mod in list(sys.modules.items())
             if (name == top or name.startswith(top + "."))
             and not _under(getattr(mod, "__file__", None), roots)
         }
@@ -158,6 +160,6 @@ def load(model_dir: str, prediction_class: str, import_roots: Sequence[str]) -> 
         finally:
             sys.path[:] = saved_path
             for name in set(sys.modules) - before:
-                if _under(getattr(sys.modules[name], "__file__", None), roots) or name == top:
-                    del sys.modules[name]
+                if _under(getattr(sys.modules.get(name), "__file__", None), roots) or name == top:
+                    sys.modules.pop(name, None)
             sys.modules.update(shadowed)

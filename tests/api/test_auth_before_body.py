@@ -5,7 +5,7 @@ on every protocol, instead of the 400 that decoding it would give."""
 import pytest
 
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 USER, OUTSIDER = "user-token", "outsider-token"
 BAD = b"{bad"

@@ -23,9 +23,9 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from tests import batchkit, daskkit, modelkit
-from tests.clients.mlclient import ml_client
 from tests.conftest import LiveServer, start_server, stop_server
+from tests.kit import batchkit, daskkit, modelkit
+from tests.kit.mlclient import ml_client
 
 pytestmark = pytest.mark.slow
 P = "projects/p"

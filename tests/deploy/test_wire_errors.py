@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 
 @pytest.fixture(scope="module")

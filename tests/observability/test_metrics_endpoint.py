@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROW = [5.1, 3.5, 1.4, 0.2]
 

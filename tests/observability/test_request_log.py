@@ -16,8 +16,8 @@ import pytest
 from observability import request_log
 from observability.metrics import Instruments
 from observability.request_log import RequestLogger
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 ROW = [5.1, 3.5, 1.4, 0.2]
 TABLE = "my-project.ml_logs.iris_requests"

@@ -7,7 +7,7 @@ import pytest
 import predictors
 from core.errors import ModelLoadError, PredictionFailed
 from registry import artifacts
-from tests import modelkit
+from tests.kit import modelkit
 
 
 def _load(tmp_path, package, prediction_class="scale_predictor.ScalePredictor", factor=2.0):
