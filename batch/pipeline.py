@@ -191,7 +191,8 @@ def options(spec: JobSpec) -> PipelineOptions:
 
 
 def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
-    ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers)
+    ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers,
+                            spec.data_roots)
     # Create reshuffles more than one element (its MaybeReshuffle): that spreads the ranges (not
     # records) over the workers; a Reshuffle of our own would only add a stage.
     outputs = (pipeline | "Input ranges" >> beam.Create(ranges, reshuffle=True)

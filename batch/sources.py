@@ -13,8 +13,9 @@ arbitrary offset); `.gz`/`.bz2`/... text files are read whole, decompressed by e
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -30,8 +31,33 @@ TEXT_FORMATS = ("JSON", "TEXT")
 Range = tuple[str, int, int]  # path, start, end (-1: to the end, the file read whole)
 
 
-def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
-    """Every matched file, in ranges; ValueError naming a pattern that matches nothing."""
+OUTSIDE_ROOTS = ("Input path {pattern} matches a file outside the directories this server keeps "
+                 "job data in (MLEMU_DATA_ROOTS).")
+
+
+def within(path: str, roots: Sequence[str]) -> bool:
+    """Whether resolved `path` is one of `roots` (resolved directories) or under one."""
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def confine(pattern: str, path: str, roots: Sequence[str] | None) -> str:
+    """The file a local match of `pattern` really is (its symlinks resolved), which must lie
+    under `roots`: the job's create checked the pattern as written, but a wildcard can match a
+    symlink to anywhere, which Beam's glob would follow. The refusal names the pattern only,
+    never where the link points, and is raised before a byte of the file is read. Reading the
+    resolved path, not the link, also keeps a link swapped after this check from being read."""
+    if "://" in path:
+        return path  # a remote object: buckets, not roots, bound those
+    real = os.path.realpath(path)
+    if roots is not None and not within(real, roots):
+        raise ValueError(OUTSIDE_ROOTS.format(pattern=pattern))
+    return real
+
+
+def expand(patterns: list[str], data_format: str, workers: int,
+           roots: Sequence[str] | None = None) -> list[Range]:
+    """Every matched file, in ranges; ValueError naming a pattern that matches nothing, or one
+    that matches a local file resolving outside `roots` (None: anywhere)."""
     ranges: list[Range] = []
     for pattern in dict.fromkeys(patterns):
         try:
@@ -40,13 +66,15 @@ def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
             raise ValueError(f"Cannot read input path {pattern}: {exc}") from None
         if not found:
             raise ValueError(f"No files found for input path {pattern}.")
-        for meta in sorted(found, key=lambda m: m.path):
+        # Every match is checked before any is read.
+        files = sorted((confine(pattern, meta.path, roots), meta.size_in_bytes) for meta in found)
+        for path, size in files:
             whole = data_format not in TEXT_FORMATS or \
-                CompressionTypes.detect_compression_type(meta.path) != CompressionTypes.UNCOMPRESSED
-            if whole or meta.size_in_bytes <= MIN_RANGE_BYTES:
-                ranges.append((meta.path, 0, -1))
+                CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+            if whole or size <= MIN_RANGE_BYTES:
+                ranges.append((path, 0, -1))
                 continue
-            ranges += split(meta.path, meta.size_in_bytes, workers)
+            ranges += split(path, size, workers)
     return ranges
 
 

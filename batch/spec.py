@@ -40,6 +40,9 @@ class JobSpec:
     #: A file the workers append one line per predicted batch to (local runners only).
     progress_path: str = ""
     storage_emulator_host: str = ""
+    #: The only directories a local input file may resolve into (MLEMU_DATA_ROOTS, resolved);
+    #: None: any. Checked again after the patterns are expanded (batch/sources.py).
+    data_roots: list[str] | None = None
 
     @property
     def forked_workers(self) -> bool:

@@ -127,7 +127,8 @@ def build_spec(emu: Emulator, job: jobs.Job) -> JobSpec:
         output_format="CSV" if given.get("outputDataFormat") == "CSV" else "JSON",
         batch_size=int(given.get("batchSize") or 64), workers=workers,
         runner=settings.beam_runner, runner_options=options,
-        storage_emulator_host=settings.storage_emulator_host or "")
+        storage_emulator_host=settings.storage_emulator_host or "",
+        data_roots=None if emu.data_sources.roots is None else list(emu.data_sources.roots))
 
 
 def _change(emu: Emulator, name: str, state: str, *, only_from: tuple[str, ...]) -> jobs.Job:

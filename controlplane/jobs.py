@@ -13,20 +13,30 @@ Rules from the ml v1 reference (discovery document) and the batch prediction gui
   the only supported fields to update are `labels`"), with the job's etag.
 - Training jobs (`trainingInput`) are not emulated: 501 UNIMPLEMENTED says so.
 Permissions: `ml.jobs.*` on the project or the job, plus `ml.models.predict` (modelName) or
-`ml.versions.predict` (versionName) on the model the job runs.
+`ml.versions.predict` (versionName) on the model the job runs. A `uri` that lies in the files of
+a registered version (any project's: viewers see every `deploymentUri`) runs that version's
+model, so it needs `ml.versions.predict` on one such version, as `versionName` would.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import auth
 from controlplane import common, job_work, listing
 from controlplane.common import check_etag, field_error, parse_mask, require_object
-from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
+from core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    ModelLoadError,
+    PermissionDenied,
+    Unimplemented,
+)
 from core.payloads import Caller
-from registry import jobs, names, tasks
-from registry.resources import new_etag, now_rfc3339
+from registry import artifacts, jobs, names, tasks
+from registry.resources import Version, new_etag, now_rfc3339
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -94,6 +104,7 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
         # The model files a job loads come from allowed sources only, as versions.create's do:
         # loading a pickle runs it (issue 17).
         emu.sources.check(spec["uri"], "job.prediction_input.uri")
+        _authorize_files(emu, caller, spec["uri"])
         return
     if spec.get("versionName"):
         name = spec["versionName"]
@@ -109,6 +120,42 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
     auth.authorize(emu, caller, permission, name)
     framework = job_work.version_of(emu, spec).framework
     job_work.check_framework(emu, framework)
+
+
+def _location(uri: str) -> str:
+    """Where `uri`'s files are, comparable across spellings: a local path resolved (symlinks,
+    `..`, file://), a gs:// URI without its trailing slash."""
+    if artifacts.is_remote(uri):
+        return uri.rstrip("/")
+    try:
+        return os.path.realpath(artifacts.resolve_uri(uri))
+    except ModelLoadError:
+        return uri
+
+
+def _serves(version: Version, place: str) -> bool:
+    """Whether `place` (a _location) is the directory of `version`'s files or inside it."""
+    home = _location(version.deployment_uri) if version.deployment_uri else ""
+    if not home:
+        return False
+    homes = [home]
+    if artifacts.is_remote(home) and "." in home.rsplit("/", 1)[-1]:
+        homes.append(home.rsplit("/", 1)[0])  # gs://b/m/model.joblib stands for gs://b/m
+    return any(place == h or place.startswith(h + "/") for h in homes)
+
+
+def _authorize_files(emu: Emulator, caller: Caller, uri: str) -> None:
+    """A job's `uri` inside a registered version's files runs that version's model: the caller
+    must be allowed to predict with it (with one of them, when several versions share the
+    files). The refusal names no version: the caller may not know which one it is."""
+    if not auth.enforced(emu):
+        return
+    place = _location(uri)
+    serving = [v for v in emu.store.every_version() if _serves(v, place)]
+    if serving and not any("ml.versions.predict" in auth.granted(emu, caller, v.name)
+                           for v in serving):
+        raise PermissionDenied("Permission 'ml.versions.predict' denied on the model version "
+                               "whose files job.prediction_input.uri names.")
 
 
 def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:

@@ -117,6 +117,7 @@ def _explain(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
     check_standard_params()
+    dataplane.admit(emu, caller, ref)  # who may explain, before the body's size or content
     req = decode_ml_predict_body(read_body(emu.settings.max_request_bytes))
     return google_json_response({"explanations": dataplane.explain(emu, caller, ref, req)})
 

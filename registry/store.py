@@ -143,6 +143,12 @@ class SqliteStore(Store):
             ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        self._check(kind)
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT body FROM {kind} ORDER BY name").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
         self._check(kind)
         with self._conn() as conn:
