@@ -30,7 +30,7 @@ class Malformed:
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def ByteSize(self) -> int:
+    def ByteSize(self) -> int:  # protobuf's name: grpcserve/dispatch.py reads it
         return 0
 
 
