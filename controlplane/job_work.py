@@ -13,9 +13,11 @@ Every state change goes through `transition` (the place to count jobs by state, 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shlex
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +163,25 @@ def _progress(emu: Emulator, name: str, counts: tuple[int, int]) -> bool:
         return True
 
 
+#: Beam's WriteToText stages shards in `<outputPath>/beam-temp-<prefix>-<uuid>` folders and
+#: removes them when the write finishes (apache_beam/io/filebasedsink.py, `initialize_write`);
+#: a run killed (cancelled, or its server gone) leaves them behind.
+BEAM_TEMP_PREFIX = "beam-temp-"
+
+
+def remove_staging(output_path: str) -> None:
+    """Remove the staging folders Beam left in a local `output_path` (a killed run's partial
+    shards): before a run (an adopted job's earlier attempt) and after one that did not finish.
+    Folders only, never through a symlink; gs:// outputs are left to the bucket's lifecycle."""
+    local = output_path.removeprefix("file://")
+    if "://" in local:
+        return
+    with contextlib.suppress(OSError), os.scandir(local) as entries:
+        for entry in entries:
+            if entry.name.startswith(BEAM_TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     name = task.name
     job = _change(emu, name, "PREPARING", only_from=("QUEUED", "PREPARING", "RUNNING"))
@@ -168,6 +189,7 @@ def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     _change(emu, name, "RUNNING", only_from=("PREPARING",))
     project, job_id = jobs.parse_job_name(name)
     started = time.monotonic()
+    remove_staging(spec.output_path)  # an earlier attempt's, if this job was adopted
     run = Run(spec, emu.settings.jobs_path / project / job_id)
     try:
         while not run.poll():
@@ -178,8 +200,10 @@ def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     finally:
         if not run.poll():
             run.cancel()
+            remove_staging(spec.output_path)
     outcome = run.result()
     if "error" in outcome:
+        remove_staging(spec.output_path)
         raise FailedPrecondition(f"Batch prediction failed: {outcome['error']}")
     seconds = time.monotonic() - started
     return {"predictions": int(outcome.get("predictions", 0)),

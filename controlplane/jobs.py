@@ -53,10 +53,23 @@ _SNAKE = {"outputPath": "output_path", "region": "region", "batchSize": "batch_s
           "maxWorkerCount": "max_worker_count"}
 
 
+INT64_MAX = 2**63 - 1
+#: What a job's paths may be: local paths, file:// and gs:// URIs. The real service reads Cloud
+#: Storage only ("inputPaths: The Cloud Storage location of the input data files", the ml v1
+#: reference); another scheme (s3://, hdfs://) would fail only once the job runs, in the words of
+#: whichever library tried it.
+PATH_SCHEMES = ("", "file", "gs")
+
+
 def _int64(value: Any, field: str) -> int:
+    """An int64 field as JSON carries it (a number or a decimal string; never a bool)."""
     try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(value)
         number = int(value)
-    except (TypeError, ValueError):
+        if not -INT64_MAX - 1 <= number <= INT64_MAX:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
         raise InvalidArgument(f"Invalid value at '{field}' (TYPE_INT64), {value!r}") from None
     if number <= 0:
         raise field_error(InvalidArgument, field, f"{field} must be positive, got {number}.")
@@ -87,6 +100,12 @@ def _check_input(spec: Any) -> dict[str, Any]:
     for field in ("outputPath", "region"):
         if not spec.get(field):
             raise field_error(InvalidArgument, f"{where}.{_SNAKE[field]}", f"{field} is required.")
+    for field, values in (("input_paths", paths), ("output_path", [spec["outputPath"]]),
+                          ("uri", [spec.get("uri")] if spec.get("uri") else [])):
+        for value in values:
+            if not isinstance(value, str) or _scheme(value) not in PATH_SCHEMES:
+                raise field_error(InvalidArgument, f"{where}.{field}",
+                                  f"{value!r} is not a local path or a gs:// URI.")
     given = [f for f in ("modelName", "versionName", "uri") if spec.get(f)]
     if len(given) != 1:
         raise field_error(InvalidArgument, f"{where}.model_version",
@@ -96,6 +115,11 @@ def _check_input(spec: Any) -> dict[str, Any]:
         if spec.get(field) is not None:  # int64: a JSON string on the way out
             normal[field] = str(_int64(spec[field], f"{where}.{_SNAKE[field]}"))
     return normal
+
+
+def _scheme(path: str) -> str:
+    scheme, sep, _ = path.partition("://")
+    return scheme.lower() if sep else ""
 
 
 def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], project: str) -> None:

@@ -124,3 +124,33 @@ def test_a_uri_no_version_serves_needs_only_the_job_permission(world: dict[str, 
                       uri=str(fresh))
     assert answer.status_code == 200, answer.get_json()
     assert os.path.isdir(fresh)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("maxWorkerCount", 2**63), ("maxWorkerCount", str(2**64)), ("batchSize", "9" * 30),
+    ("maxWorkerCount", True), ("batchSize", 1.5), ("maxWorkerCount", 1e300)])
+def test_int64_fields_hold_int64s(world: dict[str, Any], field: str, value: Any) -> None:
+    job = batchkit.prediction_job("big", [str(world["data"] / "none-*.json")],
+                                  str(world["data"] / "big"), uri=str(world["conf"] / "mine"),
+                                  **{field: value})
+    answer = world["client"].post(J, headers=iamkit.bearer("admin"), json=job)
+    assert answer.status_code == 400, answer.get_json()
+    assert answer.get_json()["error"]["message"].startswith("Invalid value at")
+
+
+@pytest.mark.parametrize("where", ["input", "output", "uri"])
+@pytest.mark.parametrize("scheme", ["s3", "hdfs", "http", "S3"])
+def test_only_local_paths_and_cloud_storage(world: dict[str, Any], where: str, scheme: str) -> None:
+    """Other schemes are refused when the job is created, not failed at run time in the words of
+    whichever library tried them."""
+    remote = f"{scheme}://bucket/x"
+    inputs = [remote] if where == "input" else [str(world["data"] / "none-*.json")]
+    output = remote if where == "output" else str(world["data"] / "s")
+    model = remote if where == "uri" else str(world["conf"] / "mine")
+    job = batchkit.prediction_job("schemes", inputs, output, uri=model)
+    answer = world["client"].post(J, headers=iamkit.bearer("admin"), json=job)
+    assert answer.status_code == 400, answer.get_json()
+    field = {"input": "input_paths", "output": "output_path", "uri": "uri"}[where]
+    assert answer.get_json()["error"]["message"] == (
+        f"Field: job.prediction_input.{field} Error: '{remote}' is not a local path or a gs:// "
+        "URI.")
