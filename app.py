@@ -286,7 +286,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
     """
     import json
 
-    from observability import request_log
+    from observability import request_log, request_log_store
     from registry import names
     from registry.store import open_store
 
@@ -301,7 +301,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
             raise click.ClickException(f"Model {model_name} not found.")
         versions = ([f"{model_name}/versions/{version_id}"] if version_id
                     else [v.name for v in store.list_versions(model_name)])
-        for row in request_log.read(store, versions, limit):
+        for row in request_log_store.newest(store, versions, limit):  # one row read at a time
             click.echo(json.dumps({field: row.get(field) for field in request_log.FIELDS}))
     finally:
         store.close()

@@ -56,7 +56,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
                               max_loaded=settings.max_loaded_versions, instruments=instruments)
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
-    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments)
+    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments,
+                                    max_bytes=settings.request_log_max_bytes)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
     emu.data_sources = artifacts.Sources.for_server(

@@ -58,6 +58,8 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 LOG_FORMATS = ("text", "json")
 #: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
+#: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
+DEFAULT_REQUEST_LOG_MAX_BYTES = 64 * 1024 * 1024
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -110,6 +112,7 @@ SETTINGS = (
     Var("metrics", ("MLEMU_METRICS",), BOOLEAN),
     Var("metrics_public", ("MLEMU_METRICS_PUBLIC",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
+    Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
 )
 
 
@@ -189,6 +192,8 @@ class Settings:
     metrics_public: bool = False
     #: auto (BigQuery with Google credentials, else the store), bigquery or store.
     request_log_sink: str = "auto"
+    #: Bytes of request-response log rows the store keeps in all; the oldest go first.
+    request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
 
     @property
     def metrics_dir(self) -> Path:

@@ -166,6 +166,13 @@ class SqliteStore(Store):
         self._wrote(committed=not self._local.depth)
         return cur.rowcount > 0
 
+    def delete_children(self, kind: str, parent: str) -> int:
+        self._check(kind)
+        with self._conn() as conn:
+            cur = conn.execute(f"DELETE FROM {kind} WHERE parent = ?", (parent,))
+        self._wrote(committed=not self._local.depth)
+        return int(cur.rowcount)
+
     def _wrote(self, committed: bool) -> None:
         """A write; every process is signalled once it is committed (a statement outside a
         transaction at once, one inside at the transaction's end)."""

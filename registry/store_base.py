@@ -58,6 +58,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete(self, kind: str, name: str) -> bool: ...
 
+    @abc.abstractmethod
+    def delete_children(self, kind: str, parent: str) -> int:
+        """Delete every document of `kind` whose parent is `parent` (none read); how many."""
+
     def check(self) -> None:
         """Raise `Unavailable` unless the store can be read now (the readiness probe asks)."""
         for kind in KINDS:

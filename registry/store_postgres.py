@@ -202,6 +202,11 @@ class PostgresStore(Store):
         rows = self._execute(f"DELETE FROM mlemu_{kind} WHERE name = %s RETURNING 1", (name,))
         return bool(rows)
 
+    def delete_children(self, kind: str, parent: str) -> int:
+        self._check(kind)
+        return len(self._execute(f"DELETE FROM mlemu_{kind} WHERE parent = %s RETURNING 1",
+                                 (parent,)))
+
     def close(self) -> None:
         """Close this process's connections (a later call opens a new pool)."""
         self._conns.close()
