@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import auth
@@ -88,8 +89,10 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
     return PredictResponse(predictions=predictions, version_name=version.name)
 
 
-def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> list[Any]:
-    """`:explain`: one `{"attributions_by_label": [...]}` per instance (explainers/)."""
+def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest,
+            stop: Callable[[], bool] | None = None) -> list[Any]:
+    """`:explain`: one `{"attributions_by_label": [...]}` per instance (explainers/); `stop`
+    says whether the caller has gone (the work then stops: explainers.explain)."""
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
     if not version.explanation_config:
         raise FailedPrecondition(
@@ -101,7 +104,7 @@ def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
         instances = instances.rows()
     model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
     explanations = explainers.explain(predictor, version.explanation_config, model_dir,
-                                      instances, req.parameters)
+                                      instances, req.parameters, stop=stop)
     _touch(emu, version)
     return explanations
 
