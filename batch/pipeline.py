@@ -154,7 +154,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
 
 def _message(exc: Exception) -> str:
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return f"Prediction failed: {message}"
+    return records.short(f"Prediction failed: {message}")
 
 
 def _local(path: str) -> str:

@@ -86,3 +86,35 @@ def test_an_adopted_jobs_earlier_staging_folders_are_removed(make_app: Any, tmp_
     job = client.get("/v1/projects/p/jobs/again").get_json()
     assert job["state"] == "SUCCEEDED", job
     assert _staging(out) == ["beam-temp-note.txt"]
+
+
+def test_long_records_and_long_messages_are_bounded(make_app: Any, tmp_path: Any) -> None:
+    """A 30 MB line is one error, never read whole; a model error echoing a 3 MB value is kept
+    to MAX_MESSAGE_CHARS in the errors file; the other lines are predicted."""
+    import json
+
+    from batch import records
+
+    modelkit.sklearn_model(tmp_path / "sk")
+    boot = modelkit.bootstrap_file(tmp_path / "boot.yaml", {
+        "m": {"versions": {"v1": {"deploymentUri": str(tmp_path / "sk")}}}})
+    client = make_app(boot, batch_any_framework=True, default_project="p")
+    huge = b"[" + b"1.0, " * 6_000_000 + b"1.0]"  # 30 MB of numbers
+    echoed = json.dumps(["x" * 3_000_000, 1.0, 2.0, 3.0]).encode()
+    (tmp_path / "in.json").write_bytes(b"\n".join([b"[1, 2, 3, 4]", huge, echoed,
+                                                   b"[4, 3, 2, 1]"]) + b"\n")
+    out = tmp_path / "out"
+    body = batchkit.prediction_job("long", [str(tmp_path / "in.json")], str(out),
+                                   modelName="projects/p/models/m", maxWorkerCount=1)
+    assert client.post("/v1/projects/p/jobs", json=body).status_code == 200
+    assert client.emu.tasks.wait_idle(120)
+    job = client.get("/v1/projects/p/jobs/long").get_json()
+    assert job["state"] == "SUCCEEDED", job
+    assert job["predictionOutput"]["predictionCount"] == "2"
+    assert job["predictionOutput"]["errorCount"] == "2"
+    texts = batchkit.local_outputs(out)
+    errors = batchkit.error_stats(texts)
+    assert errors[f"The record is {len(huge)} bytes; batch prediction reads records of at most "
+                  f"{records.MAX_RECORD_BYTES} bytes."] == 1
+    assert all(len(message) < records.MAX_MESSAGE_CHARS + 100 for message in errors)
+    assert sum(len(t) for name, t in texts.items() if "errors_stats" in name) < 5000
