@@ -41,7 +41,6 @@ import predictors
 from core import wirejson
 from predictors.base import Predictor
 
-
 #: Longest record a job reads. Longer ones are skipped, never held (batch/sources.py reads past
 #: them), and each counts as one error: a single 500 MB line once took a job's processes to
 #: 17.5 GB. Sixteen times AI Platform's online request limit (1.5 MB) still fits a record.
