@@ -25,7 +25,7 @@ import predictors
 from batch.launcher import Run
 from batch.spec import JobSpec
 from core.errors import ApiError, Cancelled, FailedPrecondition, NotFound
-from core.sizing import available_cpus
+from core.sizing import available_cpus, available_memory, free_memory
 from registry import artifacts, jobs, names, tasks
 from registry.resources import Version, new_etag, now_rfc3339
 
@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from emulator import Emulator
 
 BATCH_PREDICTION = "BATCH_PREDICTION"
+#: Memory a local job is taken to need before its pipeline starts: the pipeline process (Python
+#: and Beam), and per worker a framework, its model and batches of records (a batch holds at
+#: most 64 MiB: batch/sources.py). Jobs start only while that much is free, so several
+#: jobs at once (threads of several server processes) never start past the machine's memory.
+JOB_BASE_BYTES = 512 * 1024 * 1024
+JOB_WORKER_BYTES = 384 * 1024 * 1024
 CANCELLING_MESSAGE = "Job is being cancelled by the user."
 CANCELLED_MESSAGE = "Job was cancelled by the user."
 POLL_S = 0.5
@@ -182,10 +188,28 @@ def remove_staging(output_path: str) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
+def memory_needed(spec: JobSpec) -> int:
+    """What a local job waits to have free before it starts (at most half the machine's, so a
+    job a small machine cannot fit still runs there, alone)."""
+    need = JOB_BASE_BYTES + JOB_WORKER_BYTES * spec.workers
+    return min(need, available_memory() // 2)
+
+
+def _wait_for_memory(emu: Emulator, name: str, spec: JobSpec) -> None:
+    """Stay PREPARING until the job's memory is free (a cancel still ends it meanwhile)."""
+    if spec.runner not in LOCAL_RUNNERS:
+        return  # a remote runner's workers are elsewhere
+    need = memory_needed(spec)
+    while free_memory() < need:
+        _change(emu, name, "PREPARING", only_from=())  # raises Cancelled on a cancel
+        time.sleep(POLL_S)
+
+
 def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     name = task.name
     job = _change(emu, name, "PREPARING", only_from=("QUEUED", "PREPARING", "RUNNING"))
     spec = build_spec(emu, job)
+    _wait_for_memory(emu, name, spec)
     _change(emu, name, "RUNNING", only_from=("PREPARING",))
     project, job_id = jobs.parse_job_name(name)
     started = time.monotonic()

@@ -118,3 +118,41 @@ def test_long_records_and_long_messages_are_bounded(make_app: Any, tmp_path: Any
                   f"{records.MAX_RECORD_BYTES} bytes."] == 1
     assert all(len(message) < records.MAX_MESSAGE_CHARS + 100 for message in errors)
     assert sum(len(t) for name, t in texts.items() if "errors_stats" in name) < 5000
+
+
+def test_a_job_starts_only_when_its_memory_is_free(make_app: Any, tmp_path: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """While less memory is free than the job needs it stays PREPARING and starts no process;
+    it runs once the memory is there."""
+    import threading
+
+    from controlplane import job_work
+
+    asked = []
+    freed = threading.Event()
+
+    def free_memory() -> int:
+        asked.append(1)
+        return 1 << 50 if freed.is_set() else 0
+
+    monkeypatch.setattr(job_work, "free_memory", free_memory)
+    modelkit.sklearn_model(tmp_path / "sk")
+    boot = modelkit.bootstrap_file(tmp_path / "boot.yaml", {
+        "m": {"versions": {"v1": {"deploymentUri": str(tmp_path / "sk")}}}})
+    client = make_app(boot, batch_any_framework=True, default_project="p")
+    (tmp_path / "in.json").write_text("[1, 2, 3, 4]\n")
+    body = batchkit.prediction_job("waits", [str(tmp_path / "in.json")], str(tmp_path / "out"),
+                                   modelName="projects/p/models/m", maxWorkerCount=1)
+    assert client.post("/v1/projects/p/jobs", json=body).status_code == 200
+    import time
+
+    deadline = time.monotonic() + 60
+    while len(asked) < 3:  # it has looked, and waited, more than once
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert client.get("/v1/projects/p/jobs/waits").get_json()["state"] == "PREPARING"
+    assert not (client.emu.settings.jobs_path / "p" / "waits").exists()  # no pipeline started
+    freed.set()
+    assert client.emu.tasks.wait_idle(120)
+    job = client.get("/v1/projects/p/jobs/waits").get_json()
+    assert job["state"] == "SUCCEEDED" and job["predictionOutput"]["predictionCount"] == "1", job
