@@ -193,8 +193,7 @@ def serve(**flags: Any) -> None:
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
-        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
-        settings.metrics_dir.mkdir(parents=True)
+        _empty_metrics_dir(settings.metrics_dir)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -209,6 +208,24 @@ def serve(**flags: Any) -> None:
             raise click.ClickException(str(exc)) from None
         sys.exit(supervisor.run([argv, *grpc], env, ROOT))
     os.execve(sys.executable, argv, env)
+
+
+def _empty_metrics_dir(directory: Path) -> None:
+    """An empty metrics directory, or one clear line saying why there cannot be one."""
+    try:
+        shutil.rmtree(directory, ignore_errors=False)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise click.ClickException(f"Cannot empty the metrics directory {directory}: "
+                                   f"{exc.strerror or exc}. Make it writable, or set "
+                                   "MLEMU_METRICS=false.") from None
+    try:
+        directory.mkdir(parents=True)
+    except OSError as exc:
+        raise click.ClickException(f"Cannot create the metrics directory {directory}: "
+                                   f"{exc.strerror or exc}. Make it writable, or set "
+                                   "MLEMU_METRICS=false.") from None
 
 
 def _absolute(uri: str) -> str:

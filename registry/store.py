@@ -93,7 +93,8 @@ class SqliteStore(Store):
         return Unavailable(
             f"The state store {self.path} cannot be used: {exc}. If it is damaged, restore it "
             "from a backup or move it away (mlemu then starts an empty one); if it is read-only, "
-            "make it and its directory writable by the server's user.")
+            "make it and its directory writable by the server's user; if its disk is full, free "
+            "space (predictions go on meanwhile).")
 
     def check(self) -> None:
         super().check()
