@@ -200,6 +200,11 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
                | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(
                    ERRORS, KEYS, main="results"))
     out = _local(spec.output_path)
+    if "://" not in out and spec.data_roots is not None and \
+            not sources.within(os.path.realpath(out), spec.data_roots):
+        # Checked when the job was made; a symlink on the way may have changed since.
+        raise ValueError(f"Output path {spec.output_path} is outside the directories this server "
+                         "keeps job data in (MLEMU_DATA_ROOTS).")
     join = posixpath.join if "://" in out else os.path.join
     results = join(out, RESULTS_BASENAME)
     if spec.output_format == "CSV":

@@ -101,3 +101,25 @@ def test_batches_of_long_records_are_bounded_in_bytes(tmp_path: Path,
     (rng,) = sources.expand([str(tmp_path / "a.json")], "JSON", workers=1)
     sizes = [len(b) for b in sources.batches("JSON", rng, 1024)]
     assert sum(sizes) == 50 and max(sizes) <= 6
+
+
+def test_an_output_path_that_now_resolves_out_of_the_roots_is_refused(tmp_path: Path) -> None:
+    """jobs.create checked outputPath; a symlink on its way changed since is caught when the
+    pipeline is built, before anything is written."""
+    import apache_beam as beam
+
+    from batch import pipeline
+    from batch.spec import JobSpec
+
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "in.json").write_text("[1]\n")
+    (root / "out").symlink_to(tmp_path / "elsewhere")
+    spec = JobSpec(input_paths=[str(root / "in.json")], data_format="JSON",
+                   output_path=str(root / "out"), model_dir=str(tmp_path),
+                   data_roots=[str(root.resolve())])
+    with pytest.raises(ValueError, match="is outside the directories"):
+        pipeline.build(beam.Pipeline(), spec)
+    assert not (tmp_path / "elsewhere").exists()
+    spec.output_path = str(root / "fine")
+    pipeline.build(beam.Pipeline(), spec)  # inside the roots: built
