@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -188,12 +187,14 @@ def serve(**flags: Any) -> None:
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_store(settings)
+    from cli import preflight
+
+    preflight.check_store(settings)
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
-        _empty_metrics_dir(settings.metrics_dir)
+        preflight.empty_metrics_dir(settings.metrics_dir)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -210,39 +211,9 @@ def serve(**flags: Any) -> None:
     os.execve(sys.executable, argv, env)
 
 
-def _empty_metrics_dir(directory: Path) -> None:
-    """An empty metrics directory, or one clear line saying why there cannot be one."""
-    try:
-        shutil.rmtree(directory, ignore_errors=False)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise click.ClickException(f"Cannot empty the metrics directory {directory}: "
-                                   f"{exc.strerror or exc}. Make it writable, or set "
-                                   "MLEMU_METRICS=false.") from None
-    try:
-        directory.mkdir(parents=True)
-    except OSError as exc:
-        raise click.ClickException(f"Cannot create the metrics directory {directory}: "
-                                   f"{exc.strerror or exc}. Make it writable, or set "
-                                   "MLEMU_METRICS=false.") from None
-
-
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
-
-
-def _check_store(settings: Settings) -> None:
-    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
-    from core.errors import ApiError
-    from registry.store import open_store
-
-    try:
-        open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
-        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()
