@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -193,13 +192,14 @@ def serve(**flags: Any) -> None:
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_start(settings)
+    from cli import preflight
+
+    preflight.check_start(settings)
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
-        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
-        settings.metrics_dir.mkdir(parents=True)
+        preflight.empty_metrics_dir(settings.metrics_dir)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -219,21 +219,6 @@ def serve(**flags: Any) -> None:
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
-
-
-def _check_start(settings: Settings) -> None:
-    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL) or the installed gunicorn is not one mlemu's worker was
-    tested with (deploy/fence.py), before gunicorn or a gRPC process starts."""
-    from core.errors import ApiError
-    from deploy import fence
-    from registry.store import open_store
-
-    try:
-        fence.worker_class(settings.worker_class)
-        open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError, fence.UntestedGunicorn) as exc:
-        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()
@@ -294,7 +279,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
     """
     import json
 
-    from observability import request_log
+    from observability import request_log, request_log_store
     from registry import names
     from registry.store import open_store
 
@@ -309,7 +294,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
             raise click.ClickException(f"Model {model_name} not found.")
         versions = ([f"{model_name}/versions/{version_id}"] if version_id
                     else [v.name for v in store.list_versions(model_name)])
-        for row in request_log.read(store, versions, limit):
+        for row in request_log_store.newest(store, versions, limit):  # one row read at a time
             click.echo(json.dumps({field: row.get(field) for field in request_log.FIELDS}))
     finally:
         store.close()

@@ -48,6 +48,9 @@ class JobSpec:
     #: Whose files: "ml" (AI Platform's prediction.results-*, errors_stats) or "vertex"
     #: (Vertex AI's predictions_NNNNN.jsonl and errors_NNNNN.jsonl, batch/records.py).
     layout: str = "ml"
+    #: The only directories a local input file may resolve into (MLEMU_DATA_ROOTS, resolved);
+    #: None: any. Checked again after the patterns are expanded (batch/sources.py).
+    data_roots: list[str] | None = None
 
     @property
     def forked_workers(self) -> bool:

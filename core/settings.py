@@ -60,6 +60,8 @@ LOG_FORMATS = ("text", "json")
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
 #: MLEMU_WORKER_CLASS: mlemu's gunicorn worker (deploy/worker.py) or gunicorn's stock gthread.
 WORKER_CLASSES = ("mlemu", "gthread")
+#: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
+DEFAULT_REQUEST_LOG_MAX_BYTES = 64 * 1024 * 1024
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -115,6 +117,7 @@ SETTINGS = (
     Var("console", ("MLEMU_CONSOLE",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
     Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
+    Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
 )
 
 
@@ -202,6 +205,8 @@ class Settings:
     #: "mlemu" (deploy/worker.py, on the gunicorn versions it was tested with) or "gthread"
     #: (gunicorn's own worker, on any gunicorn, without mlemu's request deadlines and JSON errors).
     worker_class: str = "mlemu"
+    #: Bytes of request-response log rows the store keeps in all; the oldest go first.
+    request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
 
     @property
     def metrics_dir(self) -> Path:

@@ -152,7 +152,11 @@ def child_exit(server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+        try:
+            multiprocess.mark_process_dead(worker.pid)
+        except OSError as exc:  # a read-only or vanished metrics directory: the master goes on
+            server.log.warning("could not remove the metrics of dead worker %s: %s", worker.pid,
+                               exc)
 
 # Import the app's modules and the frameworks of the bootstrap file's versions here, in the
 # master, before the workers fork: they start faster and share that memory. predictors/preload.py

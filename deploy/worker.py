@@ -48,6 +48,10 @@ _RECV = 65536
 _READ_MORE = object()
 
 
+class _Refused(Exception):
+    """A request the worker answered itself (RequestBuffer.refusal): close the connection."""
+
+
 class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]  # gunicorn: untyped
     """gthread that reads each request without a thread, under a deadline (see the module
     docstring), with gunicorn's own errors as JSON."""
@@ -56,6 +60,8 @@ class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc] 
         settings = Settings.from_env()
         self.header_timeout = settings.header_timeout
         self.request_timeout = settings.request_timeout
+        # No route accepts a body larger than this: a chunk declaring more is refused at once.
+        self.max_declared = max(settings.max_request_bytes, settings.max_message_bytes)
         cfg = self.cfg
         # gunicorn's own head limits (limit_request_line, _fields, _field_size): past them its
         # parser answers 414/431 from what is buffered.
@@ -69,7 +75,7 @@ class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc] 
 
     def _new_buffer(self) -> RequestBuffer:
         return RequestBuffer(time.monotonic(), self.header_timeout, self.request_timeout,
-                             self.max_head, MAX_BUFFERED_BODY)
+                             self.max_head, MAX_BUFFERED_BODY, self.max_declared)
 
     def accept(self, listener: Any) -> None:
         if self.leave_to_another_worker():
@@ -169,12 +175,23 @@ class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc] 
         conn.init()  # the parser (once per connection); blocking mode for gunicorn's reads
         conn.sock.setblocking(True)
         data = buffer.take()
+        if buffer.refusal is not None:  # answered here; the connection then closes
+            with contextlib.suppress(OSError):
+                conn.sock.sendall(wire_errors.response(wire_errors.request_path(data), 400,
+                                                       "Bad Request", buffer.refusal))
+            raise _Refused
         self.request_path.value = wire_errors.request_path(data)
         conn.parser.unreader.unread(data)
         conn.parser.unreader.sock = DeadlineSocket(conn.sock, buffer.request_deadline)
         return True
 
     def handle(self, conn: Any) -> Any:
+        try:
+            return self._handle(conn)
+        except _Refused:
+            return False  # gthread closes the connection
+
+    def _handle(self, conn: Any) -> Any:
         if not self._take_request(conn):
             return _READ_MORE  # a partial request goes on in the main loop, holding no thread
         return super().handle(conn)

@@ -42,7 +42,7 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     data_roots=("/d1",),
                     log_format="json", access_log=False, trace_project="gcp-project",
                     metrics=False, metrics_public=True, request_log_sink="store",
-                    console=False, worker_class="gthread")
+                    console=False, worker_class="gthread", request_log_max_bytes=5)
     bare = VertexSettings(health_route="/h", predict_route="/p", storage_uri="/m")
     for settings in (Settings(), full, Settings(vertex=vertex, grpc_port=8081),
                      Settings(vertex=bare, grpc_port=0)):

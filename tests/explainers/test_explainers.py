@@ -218,3 +218,52 @@ def test_errors_of_an_explain_call(tmp_path: Path) -> None:
                                                 "y": {"input_tensor_name": "y"}})
     with pytest.raises(InvalidArgument, match="must be an object with the key 'x'"):
         explainers.explain(predictor, SHAPLEY, str(named), [X], {})
+
+
+# --- bounds: the whole request's work, and a caller who has gone ---------------------------
+
+class CountingPredictor(Predictor):
+    """A linear model that counts the rows it is asked for."""
+
+    rows = 0
+
+    @classmethod
+    def from_path(cls, model_dir: str) -> CountingPredictor:
+        return cls()
+
+    def predict(self, instances: Any, **kwargs: Any) -> Any:
+        self.rows += len(instances)
+        return [float(sum(row)) for row in instances]
+
+
+def test_the_whole_requests_work_is_bounded_before_the_model_runs(tmp_path: Path) -> None:
+    """The bound is on the request, not each instance: 157,284 three-feature instances at 50
+    paths (~31 million model rows) are refused without a model call."""
+    model_dir = str(write_metadata(tmp_path / "m"))
+    shapley_50 = {"sampledShapleyAttribution": {"numPaths": 50}}
+    predictor = CountingPredictor()
+    with pytest.raises(InvalidArgument, match="more than 200000 model evaluations") as caught:
+        explainers.explain(predictor, shapley_50, model_dir, [X] * 157_284, {})
+    assert predictor.rows == 0
+    assert "Send fewer instances" in caught.value.message
+    # One instance costs 1 + 1 x (1 + 50 x 4) = 202 rows: 990 fit, 991 do not.
+    assert len(explainers.explain(predictor, shapley_50, model_dir, [X] * 990, {})) == 990
+    assert predictor.rows == 990 * 202
+    with pytest.raises(InvalidArgument):
+        explainers.explain(predictor, shapley_50, model_dir, [X] * 991, {})
+
+
+def test_work_stops_when_the_caller_has_gone(tmp_path: Path) -> None:
+    from core.errors import Cancelled
+
+    model_dir = str(write_metadata(tmp_path / "m"))
+    predictor = CountingPredictor()
+    asked = []
+
+    def stop() -> bool:  # the caller leaves once the first instance is explained
+        asked.append(predictor.rows)
+        return predictor.rows > 0
+
+    with pytest.raises(Cancelled, match="the explanation was stopped"):
+        explainers.explain(predictor, SHAPLEY, model_dir, [X] * 500, {}, stop=stop)
+    assert 0 < predictor.rows <= 1 + 1 + 20 * 4  # within the first instance, of 500

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.explain.test_explain_client import TF_BASELINE, W, tf1_linear
+from tests.explainers.test_explain_client import TF_BASELINE, W, tf1_linear
 
 pytestmark = pytest.mark.slow
 LOC = "/v1/projects/p/locations/us-central1"
