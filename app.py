@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
     """How to fix a run with a Python that lacks mlemu's requirements (e.g. the system one)."""
     return (f"mlemu: Python module {exc.name!r} is missing from {sys.executable}. Run mlemu "
             f"with its virtualenv: `./mlemu ...` (creates .venv on first use), or `make venv` "
-            f"once and then `.venv/bin/python app.py ...`.")
+            f"once and then `.venv/bin/mlemu ...`.")
 
 
 try:
@@ -53,6 +52,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
+    from api.vertex_api import register_vertex_api, register_vertex_unimplemented
     from boot import build_emulator, configure_logging
     from console import register as register_console
     from observability.http import ObservedApp
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
     from protocols.v2 import bp as v2_bp
+    from protocols.vertex_fastpath import VertexPredictFastPath
 
     settings = settings or Settings.from_env()
     configure_logging(settings)
@@ -74,14 +75,14 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         from protocols.vertex import make_blueprint as vertex_blueprint
 
         flask_app.register_blueprint(vertex_blueprint(settings))
-    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps):
+    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp, grps_bp):
         flask_app.register_blueprint(bp)
-    flask_app.register_blueprint(v2_bp)
-    flask_app.register_blueprint(grps_bp)
+    register_vertex_api(flask_app)  # Vertex AI (docs/vertex.md)
     register_console(flask_app)  # /console/ unless MLEMU_CONSOLE=false
     register_authentication(flask_app)
     register_fallbacks(flask_app)
-    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
+    register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
+    register_vertex_unimplemented(flask_app)  # last: 501 for the Vertex AI methods not served
     # Every request is counted and access-logged once: Flask's by this middleware around it...
     emu = flask_app.extensions["mlemu"]
     observed = None
@@ -91,10 +92,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
                                access=settings.access_log_on, vertex_routes=routes)
         flask_app.wsgi_app = observed  # type: ignore[method-assign]
-    # ...and outermost, plain :predict requests are served before Flask's per-request machinery
-    # (same steps), counted and logged through the same middleware's begin/end.
-    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, emu, observed)
+    # ...and outermost, plain :predict requests (ml v1's, Vertex AI's endpoints) are served before
+    # Flask's per-request machinery (same steps), counted and logged through its begin/end.
+    for fast_path in (PredictFastPath, VertexPredictFastPath):
+        flask_app.wsgi_app = fast_path(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
     return flask_app
 
 
@@ -102,12 +103,13 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
                "boot", "console", "emulator", "observability.http", "observability.logs",
-               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2")
+               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2",
+               "api.vertex_api", "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:
     """Import the app's modules without building it: nothing is opened and no thread starts
-    (tests/unit/test_preload.py checks), so this is safe before a fork."""
+    (tests/predictors/test_preload.py checks), so this is safe before a fork."""
     import importlib
 
     for name in APP_MODULES:
@@ -190,13 +192,14 @@ def serve(**flags: Any) -> None:
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_store(settings)
+    from cli import preflight
+
+    preflight.check_start(settings)
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
-        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
-        settings.metrics_dir.mkdir(parents=True)
+        preflight.empty_metrics_dir(settings.metrics_dir)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -216,18 +219,6 @@ def serve(**flags: Any) -> None:
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
-
-
-def _check_store(settings: Settings) -> None:
-    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
-    from core.errors import ApiError
-    from registry.store import open_store
-
-    try:
-        open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
-        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()
@@ -288,7 +279,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
     """
     import json
 
-    from observability import request_log
+    from observability import request_log, request_log_store
     from registry import names
     from registry.store import open_store
 
@@ -303,7 +294,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
             raise click.ClickException(f"Model {model_name} not found.")
         versions = ([f"{model_name}/versions/{version_id}"] if version_id
                     else [v.name for v in store.list_versions(model_name)])
-        for row in request_log.read(store, versions, limit):
+        for row in request_log_store.newest(store, versions, limit):  # one row read at a time
             click.echo(json.dumps({field: row.get(field) for field in request_log.FIELDS}))
     finally:
         store.close()

@@ -10,6 +10,8 @@
               (outputDataFormat CSV: rows in -SSSSS-of-NNNNN.csv shards, and each worker's
               column keys -> Sample one -> WriteToText(prediction.results_header.csv))
   -> errors:  Count.PerElement(message) -> WriteToText(outputPath/prediction.errors_stats)
+  (a Vertex AI job, JobSpec.layout "vertex": {"instance", "prediction"} lines in
+   predictions_SSSSS.jsonl, {"instance", "error"} lines in errors_SSSSS.jsonl)
 
 Every stage of a job's records is fused: a worker reads its ranges, predicts and writes its own
 shard; only ranges, shard names, error messages and counts pass through the runner.
@@ -34,7 +36,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from batch import records, sources
+from batch import records, sources, vertex_records
 from batch.forkserver import ForkServer
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
@@ -126,7 +128,24 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         if self.progress is not None:
             os.write(self.progress, f"{len(done)} {len(failed)}\n".encode())
 
+    def _vertex(self, element: list[bytes]) -> Any:
+        size = self.spec.batch_size
+        for start in range(0, len(element), size):
+            lines, bad, predicted = vertex_records.predict_batch(
+                self.decoder, self._predict, element[start:start + size])
+            if self.progress is not None:
+                os.write(self.progress, f"{predicted} {len(bad)}\n".encode())
+            self.predicted.inc(predicted)
+            self.failed.inc(len(bad))
+            if lines:
+                yield "\n".join(lines)
+            for line in bad:
+                yield beam.pvalue.TaggedOutput(ERRORS, line)
+
     def process(self, element: list[bytes]) -> Any:
+        if self.spec.layout == "vertex":
+            yield from self._vertex(element)
+            return
         rows: list[Any] = []
         bad: list[str] = []
         size = self.spec.batch_size
@@ -167,7 +186,7 @@ def _message(exc: Exception) -> str:
     keyed them (kubeflow/batch-predict batch_prediction.py, PredictDoFn.process: the
     PredictionError's `error_detail`, e.g. "Exception during sklearn prediction: ...")."""
     detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
-    return str(detail) or type(exc).__name__
+    return records.short(str(detail) or type(exc).__name__)
 
 
 def _local(path: str) -> str:
@@ -205,7 +224,7 @@ def options(spec: JobSpec) -> PipelineOptions:
 
 def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
     ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers,
-                            spec.storage_answer_s)
+                            spec.data_roots, spec.storage_answer_s)
     # Create reshuffles more than one element (its MaybeReshuffle): that spreads the ranges (not
     # records) over the workers; a Reshuffle of our own would only add a stage.
     outputs = (pipeline | "Input ranges" >> beam.Create(ranges, reshuffle=True)
@@ -213,7 +232,18 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
                | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(
                    ERRORS, KEYS, main="results"))
     out = _local(spec.output_path)
+    if "://" not in out and spec.data_roots is not None and \
+            not sources.within(os.path.realpath(out), spec.data_roots):
+        # Checked when the job was made; a symlink on the way may have changed since.
+        raise ValueError(f"Output path {spec.output_path} is outside the directories this server "
+                         "keeps job data in (MLEMU_DATA_ROOTS).")
     join = posixpath.join if "://" in out else os.path.join
+    if spec.layout == "vertex":  # predictions_00000.jsonl, errors_00000.jsonl (records.py)
+        _ = outputs.results | "Write results" >> beam.io.WriteToText(
+            join(out, "predictions"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
+        _ = outputs[ERRORS] | "Write errors" >> beam.io.WriteToText(
+            join(out, "errors"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
+        return
     results = join(out, RESULTS_BASENAME)
     if spec.output_format == "CSV":
         _ = outputs.results | "Write results" >> beam.io.WriteToText(

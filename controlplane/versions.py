@@ -26,6 +26,7 @@ from controlplane.common import (
     require_object,
     version_json,
 )
+from controlplane.request_logging import check_logging_config
 from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
 from registry import names
@@ -72,6 +73,8 @@ def _check_spec(body: dict[str, Any], any_framework: bool) -> None:
     if body.get("explanationConfig") is not None:
         _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")),
                            any_framework)
+    if check_logging_config(body.get("requestLoggingConfig")) is None:
+        body.pop("requestLoggingConfig", None)
 
 
 def _check_explanation(config: Any, framework: str, custom: bool, any_framework: bool) -> None:
@@ -153,6 +156,8 @@ def patch_version(emu: Emulator, caller: Caller, name: str, body: Any,
         changes["labels"] = dict(changes["labels"] or {})
     if "description" in changes:
         changes["description"] = str(changes["description"] or "")
+    if "requestLoggingConfig" in changes:
+        changes["requestLoggingConfig"] = check_logging_config(changes["requestLoggingConfig"])
     project, model_id, version_id = names.parse_version_name(name)
     with emu.store.transaction():
         version = common.get_version(emu.store, name)

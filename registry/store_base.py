@@ -28,9 +28,11 @@ log = logging.getLogger("mlemu.store")
 #: registry/tasks.py. "jobs" holds batch prediction jobs (registry/jobs.py; a kind added within
 #: schema version 1: its table is created on open, and older code never reads it), as does
 #: "request_logs", the local request-response log rows of each version
-#: (observability/request_log.py). A backend needs nothing beyond get/children/put/delete and
-#: transaction().
-KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs", "request_logs")
+#: (observability/request_log.py). The vertex_* kinds hold Vertex AI's models, endpoints,
+#: operations and batch prediction jobs (registry/vertex_resources.py). A backend needs nothing
+#: beyond get/children/put/delete and transaction().
+KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs", "request_logs",
+         "vertex_models", "vertex_endpoints", "vertex_operations", "vertex_batch_jobs")
 
 
 class Store(abc.ABC):
@@ -48,11 +50,19 @@ class Store(abc.ABC):
         """Documents of `kind` whose parent is `parent`, ordered by name."""
 
     @abc.abstractmethod
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        """Every document of `kind`, whatever its parent (all projects), ordered by name."""
+
+    @abc.abstractmethod
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
         """Insert or replace."""
 
     @abc.abstractmethod
     def delete(self, kind: str, name: str) -> bool: ...
+
+    @abc.abstractmethod
+    def delete_children(self, kind: str, parent: str) -> int:
+        """Delete every document of `kind` whose parent is `parent` (none read); how many."""
 
     def check(self) -> None:
         """Raise `Unavailable` unless the store can be read now (the readiness probe asks)."""
@@ -96,6 +106,10 @@ class Store(abc.ABC):
 
     def list_versions(self, model_name: str) -> list[Version]:
         return [Version.from_storage(d) for d in self.children("versions", model_name)]
+
+    def every_version(self) -> list[Version]:
+        """The versions of every model of every project."""
+        return [Version.from_storage(d) for d in self.every("versions")]
 
     def put_version(self, version: Version) -> None:
         self.put("versions", version.name, version.name.rsplit("/versions/", 1)[0],
