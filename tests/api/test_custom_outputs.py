@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 PROJECT = "p"
 SOURCE = '''

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests import batchkit, modelkit
+from tests.kit import batchkit, modelkit
 
 P = "projects/p"
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from core.settings import Settings
-from tests import modelkit
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 P = "projects/p"
@@ -36,7 +36,7 @@ def metadata(directory: Path, inputs: dict[str, Any], output: str) -> None:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     base = tmp_path_factory.mktemp("explain-fidelity")
     data = {"input_tensor_name": "x", "input_baselines": [[0.0, 0.0, 0.0]]}

@@ -13,7 +13,7 @@ import pytest
 
 from core.settings import Settings
 from explainers import segments, xrai
-from tests import modelkit
+from tests.kit import modelkit
 
 P = "projects/p"
 SIDE = 12

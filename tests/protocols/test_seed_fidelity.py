@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from core.settings import Settings
-from tests import modelkit
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 PROJECT = "mlemu"
@@ -35,7 +35,7 @@ class MultiPredictor:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     root = tmp_path_factory.mktemp("seeds")
     tfmodels.half_plus_two(root / "hp3", b=3.0)

@@ -19,7 +19,7 @@ import pytest
 
 from batch.launcher import Run
 from batch.spec import JobSpec
-from tests import batchkit, modelkit
+from tests.kit import batchkit, modelkit
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def _run(spec: JobSpec, workdir: Path) -> dict[str, object]:
 
 
 def test_float32_outputs_are_written_as_their_doubles(tmp_path: Path) -> None:
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     model = tfmodels.half_plus_two(tmp_path / "model", b=3.0)  # y = x / 2 + 3, float32
     (tmp_path / "in.json").write_text("[0.2]\n[1.0]\n")
@@ -103,7 +103,7 @@ def test_unreachable_gs_input_fails_the_job_saying_why(tmp_path: Path,
 def test_a_job_that_cannot_run_says_why_once(tmp_path: Path) -> None:
     """A signature the model lacks fails the job in the model's words, said once (Beam rebuilds a
     DoFn's exception from its text, which made mlemu's error prefix its words twice)."""
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     model = tfmodels.half_plus_two(tmp_path / "model")
     (tmp_path / "in.json").write_text("[1.0]\n")
