@@ -49,6 +49,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from flask import Flask
 
     from api import register_authentication, register_fallbacks
+    from api.admin import bp as admin_bp
+    from api.controls_hook import register_controls
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
@@ -77,18 +79,20 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         flask_app.register_blueprint(bp)
     flask_app.register_blueprint(v2_bp)
     flask_app.register_blueprint(grps_bp)
+    flask_app.register_blueprint(admin_bp)
     register_authentication(flask_app)
+    register_controls(flask_app)  # after authentication: a bad credential is 401 first
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
     # Every request is counted and access-logged once: Flask's by this middleware around it...
     emu = flask_app.extensions["mlemu"]
-    observed = None
-    if emu.instruments is not None or settings.log_format == "json" or settings.access_log_on:
-        vertex = settings.vertex
-        routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
-        observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
-                               access=settings.access_log_on, vertex_routes=routes)
-        flask_app.wsgi_app = observed  # type: ignore[method-assign]
+    # (always: the request journal, controls/, records every request there)...
+    vertex = settings.vertex
+    routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
+    observed = ObservedApp(flask_app.wsgi_app, emu.instruments, access=settings.access_log_on,
+                           vertex_routes=routes, journal=emu.controls.record,
+                           body_limit=emu.controls.body_limit)
+    flask_app.wsgi_app = observed  # type: ignore[method-assign]
     # ...and outermost, plain :predict requests are served before Flask's per-request machinery
     # (same steps), counted and logged through the same middleware's begin/end.
     flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
@@ -98,7 +102,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
-APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
+APP_MODULES = ("flask", "api", "api.admin", "api.controls_hook", "api.health", "api.management",
+               "api.metrics", "api.unimplemented",
                "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
                "protocols.grps", "protocols.tfserving", "protocols.v2")
 

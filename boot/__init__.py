@@ -12,6 +12,7 @@ import threading
 
 import auth
 from controlplane import job_work, operation_work
+from controls import Controls
 from core.settings import Settings
 from emulator import Emulator
 from emulator.vertex_container import register_vertex_model
@@ -57,6 +58,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
                               max_loaded=settings.max_loaded_versions, instruments=instruments)
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
     emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments)
+    emu.controls = Controls(settings.state_dir)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
     emu.data_sources = artifacts.Sources.for_server(
@@ -69,11 +71,13 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
     emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
+    emu.tasks.hold = emu.controls.timing.hold  # timing rules (controls/timing.py) gate every task type
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
     else:
+        emu.remember_baseline()
         emu.warmed.set()
     return emu

@@ -46,7 +46,10 @@ def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tu
     auth.authorize(emu, caller, permission, ref.resource_name)
     version = lookup.serving_version(emu.store, ref)
     # Logs and metrics name what the registry resolved (never a name a request made up).
-    context.set_target(ref.model, version.name.rsplit("/", 1)[1], caller.principal)
+    version_id = version.name.rsplit("/", 1)[1]
+    context.set_target(ref.model, version_id, caller.principal, ref.project)
+    # Fault and latency rules (controls/): one shared-word comparison when none is set.
+    emu.controls.check(ref.project, ref.model, version_id)
     return version, emu.deployments.get(version)
 
 
@@ -71,6 +74,7 @@ def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
     instances = req.instances
     if isinstance(instances, NumericInstances):
         instances = instances.array if predictor.takes_array(req.parameters) else instances.rows()
+    context.set_instances(len(instances))
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not req.parameters:
         # Concurrent requests to this version share one model call (predictors/batching.py).

@@ -13,8 +13,10 @@ import dataclasses
 import logging
 import threading
 import time
+from typing import Any
 
 import auth
+from controls import Controls
 from core.errors import ApiError
 from core.settings import Settings
 from observability.metrics import Instruments
@@ -51,6 +53,12 @@ class Emulator:
     instruments: Instruments | None = None
     #: Request-response logging of versions with a requestLoggingConfig.
     request_log: RequestLogger = dataclasses.field(init=False, repr=False, compare=False)
+    #: Fault and timing rules, the request journal (controls/; docs/controls.md).
+    controls: Controls = dataclasses.field(init=False, repr=False, compare=False)
+    #: Store documents of the bootstrap file's models and versions once warmed: what a reset
+    #: puts back (admin/reset.py).
+    baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False)
     #: (store change token, versions held) at the last prune_deployments (on_tick's thread only).
     pruned_at: tuple[object, frozenset[tuple[str, str]]] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
@@ -75,7 +83,20 @@ class Emulator:
                     if not version.framework and not version.prediction_class:
                         self._set_framework(version, predictor.framework)
         finally:
+            self.remember_baseline()
             self.warmed.set()
+
+    def remember_baseline(self) -> None:
+        """Keep the bootstrap file's models and versions as stored now (after warm-up recorded
+        what loading found), as kind -> name -> (parent, document): what a reset restores."""
+        baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {"models": {}, "versions": {}}
+        for name in self.bootstrap_versions:
+            model = name.rsplit("/versions/", 1)[0]
+            for kind, wanted in (("versions", name), ("models", model)):
+                for found, parent, doc in self.store.rows(kind, wanted):
+                    if found == wanted:
+                        baseline[kind][found] = (parent, doc)
+        self.baseline = baseline
 
     def _mark_failed(self, version: Version, message: str) -> None:
         def fail(current: Version) -> bool:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Coroutine
 from concurrent import futures
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -33,9 +33,7 @@ from core.errors import ApiError
 from core.settings import Settings
 from emulator import Emulator
 from grpcserve.dispatch import Dispatcher
-
-if TYPE_CHECKING:
-    from observability.grpc import Observer
+from observability.grpc import Observer
 
 log = logging.getLogger("mlemu.grpc")
 #: Seconds in-flight calls get to finish on SIGTERM (Cloud Run kills 10 s after it).
@@ -104,11 +102,8 @@ class GrpcServer:
         grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu),
                                                                             services)
         grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), services)
-        observer = None
-        if emu.instruments is not None or settings.log_format == "json":
-            from observability.grpc import Observer
-
-            observer = Observer(emu.instruments)
+        # Always observed: the request journal (controls/) records every call.
+        observer = Observer(emu.instruments, emu.controls.record)
         for service, handlers in services.methods.items():
             built = {method: _handler(service, method, handler, observer, self.dispatcher)
                      for method, handler in handlers.items()}

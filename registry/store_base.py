@@ -54,6 +54,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete(self, kind: str, name: str) -> bool: ...
 
+    def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
+        """(name, parent, body) of every document of `kind` whose name starts with `prefix`,
+        ordered by name (reset and snapshots walk the whole store)."""
+        raise NotImplementedError
+
     def check(self) -> None:
         """Raise `Unavailable` unless the store can be read now (the readiness probe asks)."""
         for kind in KINDS:

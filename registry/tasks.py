@@ -98,6 +98,10 @@ def touching(store: Store, names: set[str], prefix: str | None = None) -> list[T
             if t.target in names or (prefix is not None and t.target.startswith(prefix))]
 
 
+class _Gone(Exception):
+    """A held task was cancelled or taken over meanwhile."""
+
+
 # --- the runner -------------------------------------------------------------------------------
 
 class TaskRunner:
@@ -124,6 +128,10 @@ class TaskRunner:
         #: Operation type -> what its task does; a task of a type not registered here stays
         #: in the store untouched (another process, or a later version, may know it).
         self._handlers: dict[str, Handler] = {}
+        #: Asked before a task's work (timing rules, controls/timing.py): (task type, task name,
+        #: seconds since this run began) -> seconds to wait before asking again, an error that
+        #: ends the task without its work, or None to run it now.
+        self.hold: Callable[[str, str, float], float | ApiError | None] | None = None
 
     def register(self, task_type: str, work: Work, finish: Finish,
                  revert: Revert | None = None, long: bool = False) -> None:
@@ -189,7 +197,11 @@ class TaskRunner:
             if instruments is not None:
                 instruments.operation(task.type, None)
             try:
-                result = h.work(self.context, task)
+                error = self._held(task)
+                if error is None:
+                    result = h.work(self.context, task)
+            except _Gone:
+                return  # cancelled (or adopted elsewhere) while held: its outcome is not ours
             except ApiError as exc:
                 error = exc
             except Exception as exc:  # a bug in one task must not kill the runner
@@ -207,6 +219,21 @@ class TaskRunner:
             with self._idle:
                 self._mine.discard(name)
                 self._idle.notify_all()
+
+    def _held(self, task: Task) -> ApiError | None:
+        """Wait while the timing rule of the task's type says so; the error it ends with."""
+        hold = self.hold
+        if hold is None:
+            return None
+        began = time.monotonic()
+        while True:
+            verdict = hold(task.type, task.name, time.monotonic() - began)
+            if not isinstance(verdict, float):
+                return verdict
+            time.sleep(verdict)
+            current = get(self.store, task.name)
+            if current is None or current.owner != self.owner:
+                raise _Gone
 
     def tick(self) -> None:
         """Renew the leases of tasks running here, then adopt tasks nobody runs any more."""
