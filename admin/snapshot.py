@@ -54,7 +54,7 @@ def _damaged(why: str) -> InvalidArgument:
 
 
 def _local_paths(doc: dict[str, Any]) -> list[str]:
-    uris = [doc.get("deploymentUri", ""), *list(doc.get("packageUris") or [])]
+    uris = [doc.get("deployment_uri", ""), *list(doc.get("package_uris") or [])]
     out = []
     for uri in uris:
         if isinstance(uri, str) and uri and not artifacts.is_remote(uri):
@@ -81,7 +81,8 @@ def export_state(store: Store, state_dir: Path) -> bytes:
             path = Path(raw).resolve()
             if path.exists():
                 places[str(path)] = _archive_key(path, state_dir)
-    manifest = {"format": FORMAT, "version": VERSION, "store": rows, "files": places}
+    manifest = {"format": FORMAT, "version": VERSION, "stateDir": str(state_dir), "store": rows,
+                "files": places}
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         data = json.dumps(manifest, sort_keys=True).encode()
@@ -171,6 +172,11 @@ def restore_state(store: Store, state_dir: Path, data: bytes) -> None:
     # Where each archived prefix goes; external trees already in place stay where they are.
     moves: dict[str, Path] = {}
     rewrites: dict[str, str] = {}
+    exported_from = manifest.get("stateDir")
+    if isinstance(exported_from, str) and Path(exported_from) != state_dir:
+        # Another state directory: its models/ is this one's (the round trip is exact when the
+        # paths are the same, as with `serve --import` into the same place).
+        rewrites[str(Path(exported_from) / "models")] = str(state_dir / "models")
     for source, key in manifest["files"].items():
         if key.startswith("files/state/"):
             moves[key] = state_dir / key[len("files/state/"):]
@@ -230,10 +236,10 @@ def _rewritten(doc: dict[str, Any], rewrites: dict[str, str]) -> dict[str, Any]:
         return uri
 
     doc = dict(doc)
-    if isinstance(doc.get("deploymentUri"), str):
-        doc["deploymentUri"] = moved(doc["deploymentUri"])
-    if isinstance(doc.get("packageUris"), list):
-        doc["packageUris"] = [moved(u) if isinstance(u, str) else u for u in doc["packageUris"]]
+    if isinstance(doc.get("deployment_uri"), str):
+        doc["deployment_uri"] = moved(doc["deployment_uri"])
+    if isinstance(doc.get("package_uris"), list):
+        doc["package_uris"] = [moved(u) if isinstance(u, str) else u for u in doc["package_uris"]]
     return doc
 
 
