@@ -26,6 +26,8 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
 try:
     import click
 
+    from cli.admin import admin as admin_cli
+    from cli.admin import snapshot_file, snapshot_options
     from cli.client import explain as explain_cli
     from cli.client import models as models_cli
     from cli.client import versions as versions_cli
@@ -75,19 +77,15 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         from protocols.vertex import make_blueprint as vertex_blueprint
 
         flask_app.register_blueprint(vertex_blueprint(settings))
-    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps):
+    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp,
+               grps_bp, admin_bp):
         flask_app.register_blueprint(bp)
-    flask_app.register_blueprint(v2_bp)
-    flask_app.register_blueprint(grps_bp)
-    flask_app.register_blueprint(admin_bp)
     register_authentication(flask_app)
     register_controls(flask_app)  # after authentication: a bad credential is 401 first
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
-    # Every request is counted and access-logged once: Flask's by this middleware around it...
-    emu = flask_app.extensions["mlemu"]
-    # (always: the request journal, controls/, records every request there)...
-    vertex = settings.vertex
+    # Every request is counted, access-logged and journaled once: Flask's by this middleware...
+    emu, vertex = flask_app.extensions["mlemu"], settings.vertex
     routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
     observed = ObservedApp(flask_app.wsgi_app, emu.instruments, access=settings.access_log_on,
                            vertex_routes=routes, journal=emu.controls.record,
@@ -95,17 +93,16 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     flask_app.wsgi_app = observed  # type: ignore[method-assign]
     # ...and outermost, plain :predict requests are served before Flask's per-request machinery
     # (same steps), counted and logged through the same middleware's begin/end.
-    flask_app.wsgi_app = PredictFastPath(  # type: ignore[method-assign]
-        flask_app.wsgi_app, emu, observed)
+    flask_app.wsgi_app = PredictFastPath(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
     return flask_app
 
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.admin", "api.controls_hook", "api.health", "api.management",
-               "api.metrics", "api.unimplemented",
-               "boot", "emulator", "observability.http", "observability.logs", "protocols.aiplatform",
-               "protocols.grps", "protocols.tfserving", "protocols.v2")
+               "api.metrics", "api.unimplemented", "boot", "emulator", "observability.http",
+               "observability.logs", "protocols.aiplatform", "protocols.grps", "protocols.tfserving",
+               "protocols.v2")
 
 
 def import_app_modules() -> None:
@@ -148,6 +145,7 @@ main.add_command(models_cli)  # `models create|list`, talking to a running serve
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 main.add_command(explain_cli)  # `explain --model M [--version V] --json-instances F`
 main.add_command(jobs_cli)  # `jobs submit prediction|describe|list|cancel`
+main.add_command(admin_cli)  # `admin reset|snapshot|faults|timing|requests` (docs/controls.md)
 
 
 def _click_type(kind: Kind) -> click.ParamType:
@@ -177,7 +175,8 @@ def setting_flags(table: tuple[Var, ...]) -> Callable[[Callable[..., Any]], Call
 
 @main.command()
 @setting_flags(SETTINGS)
-def serve(**flags: Any) -> None:
+@snapshot_options
+def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
     settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
     # gunicorn runs from the project folder: make relative paths mean what they meant here.
@@ -194,6 +193,7 @@ def serve(**flags: Any) -> None:
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     _check_store(settings)
+    snapshot_file(settings, import_file, restore=True)  # --import, if given
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
@@ -205,14 +205,13 @@ def serve(**flags: Any) -> None:
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
     settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
-    if settings.grpc_port:
+    if settings.grpc_port or export_on_exit is not None:
         from cli import supervisor
 
         try:  # several gRPC processes share the port: it must be free of anybody else's
-            grpc = supervisor.grpc_commands(settings)
+            sys.exit(supervisor.serve(argv, env, ROOT, settings, export_on_exit))
         except supervisor.PortInUse as exc:
             raise click.ClickException(str(exc)) from None
-        sys.exit(supervisor.run([argv, *grpc], env, ROOT))
     os.execve(sys.executable, argv, env)
 
 
