@@ -26,6 +26,13 @@ class TeeInput:
     def read(self, *args: Any) -> bytes:
         return self._keep(self._stream.read(*args))
 
+    def readinto(self, buffer: Any) -> int:  # werkzeug's LimitedStream reads this way
+        count: int = self._stream.readinto(buffer) or 0
+        room = self._limit - len(self._kept)
+        if room > 0:
+            self._kept += memoryview(buffer)[:min(count, room)]
+        return count
+
     def readline(self, *args: Any) -> bytes:
         return self._keep(self._stream.readline(*args))
 
@@ -45,7 +52,7 @@ class TeeInput:
 
 class Captured:
     """A WSGI response iterable passing its chunks on, keeping the first `limit` bytes, and
-    calling `done(kept)` once when the server closes it."""
+    calling `done(kept)` once: when its last chunk was sent or when the server closes it."""
 
     def __init__(self, answer: Iterable[bytes], limit: int, done: Callable[[bytes], None]) -> None:
         self._answer = answer
@@ -59,6 +66,12 @@ class Captured:
             if room > 0:
                 self._kept += chunk[:room]
             yield chunk
+        self._finish()
+
+    def _finish(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done(bytes(self._kept))
 
     def close(self) -> None:
         try:
@@ -66,6 +79,4 @@ class Captured:
             if close is not None:
                 close()
         finally:
-            done, self._done = self._done, None
-            if done is not None:
-                done(bytes(self._kept))
+            self._finish()
