@@ -167,3 +167,22 @@ def test_a_manifest_of_another_format_or_version_is_refused(source: Any) -> None
         answer = source.post("/_mlemu/snapshot", data=out.getvalue())
         assert answer.status_code == 400 and words in answer.get_json()["error"]["message"]
     assert ok(source.get("/v1/projects/p/models/m"))["labels"] == {"team": "a"}
+
+
+def test_a_postgresql_store_round_trips_and_resets_too(
+        source: Any, tmp_path: Path, make_app: Callable[..., Any], postgres: Any) -> None:
+    """The same archive into a server on PostgreSQL: restored exactly; a reset there empties it."""
+    data = source.get("/_mlemu/snapshot").get_data()
+    on_postgres = make_app(state_dir=tmp_path / "pg", database_url=postgres.new_database())
+    assert ok(on_postgres.post("/_mlemu/snapshot", data=data)) == {}
+    exported = manifest(on_postgres.get("/_mlemu/snapshot").get_data())
+    rewritten = manifest(data)["store"]
+    # Only the versions' URIs move to this state directory (operations keep their history).
+    rewritten["versions"] = json.loads(json.dumps(rewritten["versions"]).replace(
+        str((tmp_path / "one").resolve()), str((tmp_path / "pg").resolve())))
+    for kind in rewritten:
+        assert exported["store"][kind] == rewritten[kind], kind
+    assert ok(on_postgres.post("/v1/projects/p/models/m/versions/v1:predict",
+                               json={"instances": ROWS}))["predictions"]
+    assert ok(on_postgres.post("/_mlemu/reset", json={})) == {}
+    assert ok(on_postgres.get("/v1/projects/p/models")) == {}
