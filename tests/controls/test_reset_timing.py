@@ -25,7 +25,8 @@ def world(tmp_path: Path, make_app: Callable[..., Any]) -> Any:
         "iris": {"description": "the demo", "versions": {"v1": {"deploymentUri":
                                                                  str(tmp_path / "iris")}}}},
         project="demo")
-    client = make_app(config)
+    # scikit-learn in batch (MLEMU_BATCH_ANY_FRAMEWORK): the job test needs a batch-able model
+    client = make_app(config, batch_any_framework=True)
     client.root = tmp_path
     return client
 
@@ -128,3 +129,23 @@ def test_an_operation_fails_as_its_rule_says(world: Any) -> None:
     assert version["errorMessage"] == "Create Version failed. No capacity in the region."
     ok(world.delete("/_mlemu/timing?operationType=CREATE_VERSION"))
     assert wait_done(world, create_version(world, "demo", "failing", "v2")).get("error") is None
+
+
+def test_a_batch_prediction_job_fails_as_its_rule_says(world: Any) -> None:
+    ok(world.put("/_mlemu/timing", json={"operationType": "BATCH_PREDICTION",
+                                          "fail": {"code": 8, "message": "Out of CPU quota."}}))
+    data = world.root / "inputs.json"
+    data.write_text("[0.5, -1.0, 2.0, 0.1]\n")
+    created = ok(world.post("/v1/projects/demo/jobs", json={
+        "jobId": "held", "predictionInput": {
+            "dataFormat": "JSON", "inputPaths": [str(data)], "outputPath": str(world.root / "out"),
+            "region": "us-central1", "modelName": "projects/demo/models/iris"}}))
+    assert created["state"] == "QUEUED"
+    deadline = time.monotonic() + 60
+    job = created
+    while job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)
+        job = ok(world.get("/v1/projects/demo/jobs/held"))
+    assert (job["state"], job["errorMessage"]) == ("FAILED", "Out of CPU quota.")
+    assert not (world.root / "out").exists()  # its pipeline never ran
