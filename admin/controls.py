@@ -63,9 +63,11 @@ def list_requests(emu: Emulator, caller: Caller, args: dict[str, str]) -> dict[s
         raise InvalidArgument("limit must be a positive integer.")
     filters = {key: value for key, value in args.items() if key in FILTERS}
     rows = emu.controls.journal.entries(filters, since, int(limit) if limit else None)
+    listed = []
     for row in rows:
         row.pop("timestamp", None)
-    return {"requests": rows}
+        listed.append({"time": row.pop("time"), **row})
+    return {"requests": listed}
 
 
 def clear_requests(emu: Emulator, caller: Caller) -> dict[str, Any]:
