@@ -28,7 +28,7 @@ def test_the_example_project_passes_with_the_plugin() -> None:
          str(EXAMPLE / "pytest.ini"), "--rootdir", str(EXAMPLE), "-q", str(EXAMPLE)],
         cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    assert "5 passed" in run.stdout
+    assert "6 passed" in run.stdout
 
 
 def test_the_package_builds_with_its_pytest11_entry_point(tmp_path: Path) -> None:
