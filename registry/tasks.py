@@ -98,10 +98,6 @@ def touching(store: Store, names: set[str], prefix: str | None = None) -> list[T
             if t.target in names or (prefix is not None and t.target.startswith(prefix))]
 
 
-class _Gone(Exception):
-    """A held task was cancelled or taken over meanwhile."""
-
-
 # --- the runner -------------------------------------------------------------------------------
 
 class TaskRunner:
@@ -128,6 +124,8 @@ class TaskRunner:
         #: Operation type -> what its task does; a task of a type not registered here stays
         #: in the store untouched (another process, or a later version, may know it).
         self._handlers: dict[str, Handler] = {}
+        #: Task name -> when this process first held it back (its timing rule's clock).
+        self._holding: dict[str, float] = {}
         #: Asked before a task's work (timing rules, controls/timing.py): (task type, task name,
         #: seconds since this run began) -> seconds to wait before asking again, an error that
         #: ends the task without its work, or None to run it now.
@@ -149,8 +147,7 @@ class TaskRunner:
         self.start()
         with self._guard:
             self._mine.add(name)
-        h = self.handler(task_type)
-        (self._long_queue if h is not None and h.long else self._queue).put(name)
+        self._queue_for(task_type).put(name)
 
     def start(self) -> None:
         with self._guard:
@@ -184,6 +181,7 @@ class TaskRunner:
         return True
 
     def run(self, name: str) -> None:
+        later = False
         try:
             task = get(self.store, name)
             if task is None or task.owner != self.owner:
@@ -192,16 +190,20 @@ class TaskRunner:
             if h is None:
                 return
             result: Any = None
-            error: ApiError | None = None
+            held = self._held(task)
+            if isinstance(held, float):  # not yet: a timer queues it again, no thread waits
+                later = True
+                timer = threading.Timer(held, self._queue_for(task.type).put, (name,))
+                timer.daemon = True
+                timer.start()
+                return
+            error: ApiError | None = held
             instruments = getattr(self.context, "instruments", None)
             if instruments is not None:
                 instruments.operation(task.type, None)
             try:
-                error = self._held(task)
                 if error is None:
                     result = h.work(self.context, task)
-            except _Gone:
-                return  # cancelled (or adopted elsewhere) while held: its outcome is not ours
             except ApiError as exc:
                 error = exc
             except Exception as exc:  # a bug in one task must not kill the runner
@@ -216,24 +218,25 @@ class TaskRunner:
                 h.finish(self.context, current, result, error)
                 delete(self.store, name)
         finally:
-            with self._idle:
-                self._mine.discard(name)
-                self._idle.notify_all()
+            if not later:
+                with self._idle:
+                    self._mine.discard(name)
+                    self._holding.pop(name, None)
+                    self._idle.notify_all()
 
-    def _held(self, task: Task) -> ApiError | None:
-        """Wait while the timing rule of the task's type says so; the error it ends with."""
+    def _queue_for(self, task_type: str) -> queue.Queue[str]:
+        h = self.handler(task_type)
+        return self._long_queue if h is not None and h.long else self._queue
+
+    def _held(self, task: Task) -> float | ApiError | None:
+        """The timing rule's verdict on a task (`hold`): seconds until it is asked again, the
+        error the task ends with instead of its work, or None to run it now."""
         hold = self.hold
         if hold is None:
             return None
-        began = time.monotonic()
-        while True:
-            verdict = hold(task.type, task.name, time.monotonic() - began)
-            if not isinstance(verdict, float):
-                return verdict
-            time.sleep(verdict)
-            current = get(self.store, task.name)
-            if current is None or current.owner != self.owner:
-                raise _Gone
+        with self._guard:
+            began = self._holding.setdefault(task.name, time.monotonic())
+        return hold(task.type, task.name, time.monotonic() - began)
 
     def tick(self) -> None:
         """Renew the leases of tasks running here, then adopt tasks nobody runs any more."""

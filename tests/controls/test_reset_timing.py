@@ -149,3 +149,20 @@ def test_a_batch_prediction_job_fails_as_its_rule_says(world: Any) -> None:
         job = ok(world.get("/v1/projects/demo/jobs/held"))
     assert (job["state"], job["errorMessage"]) == ("FAILED", "Out of CPU quota.")
     assert not (world.root / "out").exists()  # its pipeline never ran
+
+
+def test_held_operations_leave_the_runner_free_for_others(world: Any) -> None:
+    """Three version creations held back (more than the runner's threads) do not stop a model
+    deletion; cancelling a held one ends it at once."""
+    ok(world.put("/_mlemu/timing", json={"operationType": "CREATE_VERSION",
+                                          "after": {"polls": 1000}}))
+    held = [create_version(world, "demo", f"held{n}", "v1") for n in range(3)]
+    ok(world.post("/v1/projects/demo/models", json={"name": "doomed"}))
+    deleted = wait_done(world, ok(world.delete("/v1/projects/demo/models/doomed")))
+    assert "error" not in deleted
+    assert all(not ok(world.get(f"/v1/{op['name']}")).get("done") for op in held)
+    cancelled = ok(world.post(f"/v1/{held[0]['name']}:cancel", json={}))
+    assert cancelled == {}
+    op = ok(world.get(f"/v1/{held[0]['name']}"))
+    assert op["done"] and op["error"]["code"] == 1
+    assert ok(world.get("/v1/projects/demo/models/held0/versions/v1"))["state"] == "FAILED"
