@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from admin import authorize_admin
-from core.errors import InvalidArgument
+from core.errors import FailedPrecondition, InvalidArgument
 from core.payloads import Caller
 from registry import artifacts
 from registry.store_base import KINDS, Store
@@ -81,6 +81,10 @@ def export_state(store: Store, state_dir: Path) -> bytes:
             path = Path(raw).resolve()
             if path.exists():
                 places[str(path)] = _archive_key(path, state_dir)
+    size = sum(_tree_size(Path(source)) for source in places)
+    if size > MAX_EXPANDED_BYTES:
+        raise FailedPrecondition(f"The versions' local files take {size} bytes; a snapshot holds "
+                                 f"at most {MAX_EXPANDED_BYTES}.")
     manifest = {"format": FORMAT, "version": VERSION, "stateDir": str(state_dir), "store": rows,
                 "files": places}
     out = io.BytesIO()
@@ -92,7 +96,16 @@ def export_state(store: Store, state_dir: Path) -> bytes:
         for source, key in sorted(places.items()):
             # dereference: a linked model file is archived as the file it points to
             tar.add(source, arcname=key, recursive=True, filter=_plain)
+    if out.tell() > MAX_ARCHIVE_BYTES:  # an import would refuse it
+        raise FailedPrecondition(f"The snapshot would take {out.tell()} bytes; at most "
+                                 f"{MAX_ARCHIVE_BYTES} can be imported.")
     return out.getvalue()
+
+
+def _tree_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
