@@ -64,3 +64,14 @@ def test_a_project_reset_needs_the_permission_on_that_project(client: Any) -> No
     assert "projects/q" in other.get_json()["error"]["message"]
     assert client.post("/_mlemu/reset", json={"project": "p"},
                        headers=iamkit.bearer("ops")).status_code == 200
+
+
+def test_the_controls_unknown_routes_and_worker_errors_are_googles_shape(client: Any) -> None:
+    from deploy.wire_errors import body_for
+
+    missing = client.get("/_mlemu/nothing", headers=iamkit.bearer("ops"))
+    assert missing.status_code == 404 and missing.get_json()["error"]["status"] == "NOT_FOUND"
+    wrong = client.patch("/_mlemu/faults", headers=iamkit.bearer("ops"))
+    assert wrong.status_code == 405 and wrong.get_json()["error"]["code"] == 405
+    worker = body_for("/_mlemu/requests", 431, "Request Header Fields Too Large")
+    assert b'"status": "INVALID_ARGUMENT"' in worker
