@@ -170,3 +170,15 @@ def test_management_methods_take_rules_by_method_id(server: LiveServer) -> None:
     calls = journal(server, method="models.get")
     assert [c["status"] for c in calls] == [503, 200]
     assert ml.projects().models().list(parent="projects/mlemu").execute()["models"]
+
+
+def test_a_delay_holds_the_answer_at_least_that_long(server: LiveServer) -> None:
+    """A lower bound only (a sleep never ends early), whatever the machine's speed."""
+    add_rule(server, {"match": {"protocol": "v2", "method": "infer"}, "delayMs": 300, "times": 1})
+    v2_body = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [1, 4], "data": ROWS[0]}]}
+    for _ in range(2):
+        assert requests.post(f"{server.url}/v2/models/iris/infer", json=v2_body,
+                             timeout=30).status_code == 200
+    first, second = journal(server, protocol="v2")
+    assert first["latencyMs"] >= 300 and (first["status"], second["status"]) == (200, 200)
+    assert hits(server) == [1]
