@@ -11,6 +11,7 @@ from __future__ import annotations
 from flask import Flask, current_app, request
 
 from observability import context
+from web.http import request_caller
 
 #: Flask endpoint (blueprint.view) -> ml v1 method id.
 METHOD_IDS = {
@@ -58,4 +59,5 @@ def register_controls(app: Flask) -> None:
         ctx = context.current()
         if ctx is not None:
             ctx.project, ctx.model, ctx.version = project, model, version
+            ctx.caller = request_caller().principal or ""
         current_app.extensions["mlemu"].controls.check(project, model, version)

@@ -75,3 +75,10 @@ def test_the_controls_unknown_routes_and_worker_errors_are_googles_shape(client:
     assert wrong.status_code == 405 and wrong.get_json()["error"]["code"] == 405
     worker = body_for("/_mlemu/requests", 431, "Request Header Fields Too Large")
     assert b'"status": "INVALID_ARGUMENT"' in worker
+
+
+def test_the_journal_names_the_verified_caller(client: Any) -> None:
+    client.get("/v1/projects/p/models", headers=iamkit.bearer("dev"))
+    [call] = client.get("/_mlemu/requests?method=models.list",
+                        headers=iamkit.bearer("ops")).get_json()["requests"]
+    assert (call["caller"], call["project"], call["status"]) == ("user:dev@example.com", "p", 200)
