@@ -59,15 +59,18 @@ def _integer(value: Any, where: str, low: int, high: int) -> int:
 
 
 def default_details(code: Code, message: str) -> list[dict[str, Any]]:
-    """What Google attaches to a quota error: ErrorInfo (reason RATE_LIMIT_EXCEEDED), a
-    QuotaFailure naming the quota, and a Help link. Shapes from google/rpc/error_details.proto
-    and the reasons of google/api/error_reason.proto (googleapis/googleapis)."""
+    """What Google attaches to a quota error: an ErrorInfo (reason RATE_LIMIT_EXCEEDED, domain
+    googleapis.com, metadata naming the service, quota metric and limit), a QuotaFailure and a
+    Help link. Shapes from google/rpc/error_details.proto and the RATE_LIMIT_EXCEEDED example of
+    google/api/error_reason.proto (googleapis/googleapis), as Google's 429 answers carry them."""
     if code is not Code.RESOURCE_EXHAUSTED:
         return []
     return [
         {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
          "domain": "googleapis.com",
-         "metadata": {"service": "ml.googleapis.com", "quota_limit": "OnlinePredictionRequests"}},
+         "metadata": {"service": "ml.googleapis.com",
+                      "quota_metric": "ml.googleapis.com/online_prediction_requests",
+                      "quota_limit": "OnlinePredictionRequestsPerMinutePerProject"}},
         {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
          "violations": [{"subject": "project", "description": message}]},
         {"@type": "type.googleapis.com/google.rpc.Help",
