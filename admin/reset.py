@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from admin import authorize_admin
-from core.errors import InvalidArgument
+from core.errors import InvalidArgument, Unavailable
 from core.payloads import Caller
 from registry.store_base import KINDS
 
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from emulator import Emulator
 
 _PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: How long a reset waits for this process to finish loading the bootstrap models (its baseline
+#: is known only then).
+WARM_WAIT_S = 120.0
 
 
 def parse_reset(body: Any) -> str | None:
@@ -41,6 +44,8 @@ def parse_reset(body: Any) -> str | None:
 def reset(emu: Emulator, caller: Caller, body: Any) -> dict[str, Any]:
     project = parse_reset(body)
     authorize_admin(emu, caller, project)
+    if not emu.warmed.wait(WARM_WAIT_S):
+        raise Unavailable("The server is still loading its bootstrap models; retry the reset.")
     prefix = f"projects/{project}/" if project else ""
     store = emu.store
     with store.transaction():
