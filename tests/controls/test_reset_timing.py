@@ -166,3 +166,16 @@ def test_held_operations_leave_the_runner_free_for_others(world: Any) -> None:
     op = ok(world.get(f"/v1/{held[0]['name']}"))
     assert op["done"] and op["error"]["code"] == 1
     assert ok(world.get("/v1/projects/demo/models/held0/versions/v1"))["state"] == "FAILED"
+
+
+def test_a_reset_before_the_bootstrap_models_loaded_changes_nothing(
+        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from admin import reset
+
+    monkeypatch.setattr(reset, "WARM_WAIT_S", 0.0)
+    world.emu.warmed.clear()  # as in a worker still loading its bootstrap models
+    wait_done(world, create_version(world, "demo", "extra", "v1"))
+    answer = world.post("/_mlemu/reset", json={})
+    assert answer.status_code == 503
+    assert answer.get_json()["error"]["status"] == "UNAVAILABLE"
+    assert len(ok(world.get("/v1/projects/demo/models"))["models"]) == 2
