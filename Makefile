@@ -1,4 +1,4 @@
-# The README's commands. Everything installs into .venv on first use.
+# The commands of the README and docs/. Everything installs into .venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -49,7 +49,7 @@ system-deps:
 	  $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q --no-install-recommends $$missing; \
 	fi
 
-# Benchmark (README "Performance"): peers in their own virtualenvs, wrk and h2load from Debian.
+# Benchmark (docs/performance.md): peers in their own virtualenvs, wrk and h2load from Debian.
 BENCH_VENVS := bench/.venvs
 # The load generators join system-deps' list for this target (and its prerequisites) only.
 bench-deps: SYSTEM_DEPS += wrk:/usr/bin/wrk nghttp2-client:/usr/bin/h2load

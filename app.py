@@ -286,7 +286,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
     default project, or projects/P/models/M), one JSON object per line, oldest first.
 
     Rows are there when a version has a requestLoggingConfig and no BigQuery credentials were
-    available (README, "Request-response logging").
+    available (docs/observability.md, "Request-response logging").
     """
     import json
 

@@ -2,7 +2,7 @@
 
 The routes are generated from the discovery document (registry/discovery.py) when the app is
 built, after every real blueprint is registered: a method counts as implemented when a request
-to its path already reaches another view. `coverage(app)` reports the outcome; the README's method
+to its path already reaches another view. `coverage(app)` reports the outcome; docs/management.md's method
 coverage table is generated from it by tools/ml_v1_discovery.py.
 """
 

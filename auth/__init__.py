@@ -133,7 +133,7 @@ def authorize(emu: IamView, caller: Caller, permission: str, resource: str) -> N
 
 
 def require_identity_unless_public(emu: IamView, caller: Caller, project_name: str) -> None:
-    """Before a request's body is read, when the path names no resource (issue 17): an anonymous
+    """Before a request's body is read, when the path names no resource: an anonymous
     caller is refused (401) unless some policy of the project grants `allUsers` anything, so
     nothing is decoded for a caller who could not be allowed whatever the body says."""
     if not enforced(emu) or not caller.is_anonymous or granted(emu, caller, project_name):

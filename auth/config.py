@@ -1,5 +1,5 @@
 """The IAM configuration file (MLEMU_IAM_CONFIG, YAML): who can sign in, groups, custom roles and
-the project-level policies. Documented in the README ("IAM"); relative paths are relative to it.
+the project-level policies. Documented in docs/iam.md; relative paths are relative to it.
 
     audiences: [https://mlemu.example.com/]      # more accepted JWT audiences
     principalHeader: X-Mlemu-Principal           # trusted principal header (off unless set)

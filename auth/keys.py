@@ -96,8 +96,8 @@ def load_cert_file(path: Path, key_id: str | None = None) -> dict[str, str]:
 
 class TokenCache:
     """Tokens already verified, until they expire: google-auth reuses one self-signed JWT for its
-    hour, and checking its RSA signature costs ~0.4 ms a request, a third of a small predict.
-    Bounded (oldest out first); per process."""
+    hour, and checking its RSA signature on every request would cost more than a small predict
+    itself (bench/NOTES.md has the figure). Bounded (oldest out first); per process."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size

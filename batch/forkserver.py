@@ -1,16 +1,16 @@
 """The fork server of a job's local workers: one pre-warmed process that forks every Beam SDK
 worker of a DirectRunner job, instead of Beam starting a fresh interpreter per worker.
 
-Beam's multi-processing FnApiRunner starts each worker as a new
-`python -m apache_beam.runners.worker.sdk_worker_main` (apache_beam/runners/portability/
-fn_api_runner/fn_runner.py, FnApiRunner.run_pipeline; local_job_service.py,
-SubprocessSdkWorker), so every worker pays the Beam import and the model framework's import
-again (~1.1 s of CPU with scikit-learn), after the pipeline's process has paid its own. Here the
+Beam's multi-processing FnApiRunner starts each worker as a new `python -m
+apache_beam.runners.worker.sdk_worker_main` (apache_beam/runners/portability/
+fn_api_runner/fn_runner.py, FnApiRunner.run_pipeline; local_job_service.py, SubprocessSdkWorker),
+so every worker pays the Beam import and the model framework's import again (bench/NOTES.md has
+what that costs with scikit-learn), after the pipeline's process has paid its own. Here the
 pipeline's process starts this server (`python -m batch.forkserver MODULES_JSON`) first thing,
-before it imports Beam: the server imports Beam's worker modules and the job's framework while
-the pipeline process imports Beam and builds the graph, then forks one child per worker asked
-for (batch/workerpool.py asks, from Beam's StartWorker). A child runs the same entry point as
-Beam's own workers, sdk_worker_main.main, with the same environment variables
+before it imports Beam: the server imports Beam's worker modules and the job's framework while the
+pipeline process imports Beam and builds the graph, then forks one child per worker asked for
+(batch/workerpool.py asks, from Beam's StartWorker). A child runs the same entry point as Beam's
+own workers, sdk_worker_main.main, with the same environment variables
 (CONTROL_API_SERVICE_DESCRIPTOR, LOGGING_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS, WORKER_ID).
 
 Forking is safe because this process never starts gRPC (it imports the modules only; every

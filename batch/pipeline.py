@@ -63,8 +63,8 @@ def load_predictor(spec: JobSpec) -> Any:
 
 
 #: Records per element between the reading and the predicting step: whole model batches of
-#: `batchSize`, about this many in all. Beam's cost per element (~30 us on the FnApiRunner) is
-#: then paid per ~1,000 records rather than per model call.
+#: `batchSize`, about this many in all. Beam's cost per element (bench/NOTES.md) is then paid
+#: per element of many records rather than per model call.
 RECORDS_PER_ELEMENT = 1024
 
 

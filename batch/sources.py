@@ -1,9 +1,9 @@
 """Reading a job's inputs through Beam's FileSystems (local paths, gs://, anything Beam reads):
 the input patterns expanded into byte ranges, and each range read as batches of records.
 
-The pipeline reads ranges, not single records, because Beam's per-element cost in Python
-(~100 us over ReadFromText -> Reshuffle -> BatchElements on DirectRunner) made a job 15x slower
-than one process predicting the same file in a loop; a range is one element and a batch of
+The pipeline reads ranges, not single records, because Beam's per-element cost in Python (over
+ReadFromText -> Reshuffle -> BatchElements on the DirectRunner) made a job many times slower than
+one process predicting the same file in a loop (bench/NOTES.md); a range is one element and a batch of
 `batchSize` records is the next, so Beam's cost is paid per batch. Semantics follow Beam's own
 sources: a text range holds the lines that *start* in it (TextSource), `\\n` or `\\r\\n` ends a
 line, blank lines are records; a TFRecord file is read whole (records cannot be found from an

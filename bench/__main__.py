@@ -1,5 +1,5 @@
 """`python -m bench [--quick]`: mlemu against Seldon MLServer, KServe's model servers and a naive
-Flask server (README "Performance"; method in bench/NOTES.md, "Fair peers").
+Flask server (docs/performance.md; method in bench/NOTES.md, "Fair peers").
 
 One server is under load at a time, each started as its users start it with only the model under
 test; the servers take turns round after round and the figures are medians over the rounds.

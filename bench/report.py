@@ -158,13 +158,20 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + targets.table(results)
 
 
+#: What RESULTS.md says of the notes (bench/NOTES.md and its pages).
+NOTES_POINTER = """## Notes
+
+The method's reasons and every earlier measurement are in bench/NOTES.md (an index of
+bench/notes/, one page per topic).
+"""
+
+
 def write_results_md(path: Path, results: dict[str, Any], table_text: str, raw: Path) -> None:
     env = results["environment"]
     settings = "\n".join(f"- **{name}**: {res.get('settings', res.get('failed'))}"
                          for name, res in results["servers"].items())
     peers = "\n".join(f"- {name}: " + ", ".join(f"{k}=={v}" for k, v in sorted(pins.items()))
                       for name, pins in env["peer_packages"].items())
-    notes = (Path(__file__).parent / "NOTES.md")
     plan = results["plan"]
     target = "bench-quick" if results["quick"] else "bench"
     flag = " --quick" if results["quick"] else ""
@@ -247,6 +254,6 @@ This run: `{command}`.
 
 {table_text}
 """
-    if notes.exists():
-        text += "\n" + notes.read_text()
+    # The notes are long and change between runs: RESULTS.md points at them rather than copying them.
+    text += "\n" + NOTES_POINTER
     path.write_text(text)

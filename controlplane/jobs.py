@@ -92,7 +92,7 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
     """The caller must be allowed to predict with the model the job runs (and it must exist)."""
     if spec.get("uri"):
         # The model files a job loads come from allowed sources only, as versions.create's do:
-        # loading a pickle runs it (issue 17).
+        # loading a pickle runs it.
         emu.sources.check(spec["uri"], "job.prediction_input.uri")
         return
     if spec.get("versionName"):

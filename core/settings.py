@@ -82,7 +82,7 @@ SETTINGS = (
     Var("iam_mode", ("MLEMU_IAM_MODE",), choice(*IAM_MODES), "--iam-mode",
         "IAM: off allows everything (default); enforce checks every call."),
     Var("iam_config", ("MLEMU_IAM_CONFIG",), FILE, "--iam-config",
-        "IAM config YAML: accounts, tokens, groups, project policies (README, IAM)."),
+        "IAM config YAML: accounts, tokens, groups, project policies (docs/iam.md)."),
     Var("database_url", ("MLEMU_DATABASE_URL",)),
     Var("storage_emulator_host", ("STORAGE_EMULATOR_HOST",)),
     Var("max_request_bytes", ("MLEMU_MAX_REQUEST_BYTES",), INTEGER),
@@ -283,18 +283,18 @@ class Settings:
         """(gunicorn workers, threads per worker): explicit settings win, the rest follow the CPUs
         and the memory.
 
-        One process per CPU (rounded up, at most MAX_AUTO_WORKERS: every process holds its own copy
-        of each loaded model) gives the Python parts of a request real parallelism. Threads per
-        process keep up to AUTO_TOTAL_THREADS requests in flight per instance (deploy/service.yaml's
-        containerConcurrency), at least MIN_AUTO_THREADS per process: adaptive batching can only
-        merge requests that are in flight together, and a busy keep-alive connection keeps its
-        thread only while the worker has a thread for each of its connections (deploy/worker.py),
-        so under many concurrent small requests more threads mean larger merged calls and fewer
-        hand-offs (RandomForest at c=64 on 2 CPUs: 2 x 32 threads served twice 2 x 8's requests/s,
-        bench/RESULTS.md). Idle threads cost nothing (gunicorn starts them as connections need
-        them); a busy one holds at most one request body (MLEMU_MAX_REQUEST_BYTES) and what it
-        decodes to, so the total is also held to MEMORY_PER_THREAD of the memory the instance may
-        use. On 2 CPUs with 2 GiB or more that is 2 x 32.
+        One process per CPU (rounded up, at most MAX_AUTO_WORKERS: every process holds its own copy of
+        each loaded model) gives the Python parts of a request real parallelism. Threads per
+        process keep up to AUTO_TOTAL_THREADS requests in flight per instance
+        (deploy/service.yaml's containerConcurrency), at least MIN_AUTO_THREADS per process:
+        adaptive batching can only merge requests that are in flight together, and a busy
+        keep-alive connection keeps its thread only while the worker has a thread for each of its
+        connections (deploy/worker.py), so under many concurrent small requests more threads mean
+        larger merged calls and fewer hand-offs (bench/RESULTS.md compares 2 x 32 with 2 x 8
+        threads). Idle threads cost nothing (gunicorn starts them as connections need them); a
+        busy one holds at most one request body (MLEMU_MAX_REQUEST_BYTES) and what it decodes to,
+        so the total is also held to MEMORY_PER_THREAD of the memory the instance may use. On 2
+        CPUs with 2 GiB or more that is 2 x 32.
         """
         cpus = available_cpus() if cpus is None else cpus
         memory = available_memory() if memory is None else memory
@@ -313,8 +313,7 @@ class Settings:
         """Threads running one gRPC process's calls (grpcserve/server.py): MLEMU_THREADS when set (at
         least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
         event loop before a thread gets the call, so threads are for model compute only, and
-        fewer of them leave more of the GIL to the loop: at c=8 over 2 processes, 4 threads each
-        served 10-20% more V2 ModelInfer calls than 8, with a p99 no worse (one process, or a
-        RandomForest at c=64: as many calls; issue 21, h24's note). Batching merges the calls
+        fewer of them leave more of the GIL to the loop (bench/NOTES.md, "Figures kept out of the
+        code": 4 threads against 8 per gRPC process). Batching merges the calls
         in flight together, up to this many per process."""
         return max(MIN_AUTO_THREADS, self.threads or 0)

@@ -8,7 +8,7 @@ Two places where plain orjson would be wrong:
   like TensorFlow Serving and AI Platform's Python servers do. `null` is rare in predictions, so
   the check is nearly free.
 
-Strings must be Unicode (issue 17): the standard library decodes a lone UTF-16 surrogate escape
+Strings must be Unicode: the standard library decodes a lone UTF-16 surrogate escape
 (`"\\ud800"`) into a str no UTF-8 encoder accepts, which then broke every answer that included it.
 `loads` refuses such input with the words of Google's JSON parser (protobuf's
 json_stream_parser.cc: "Missing low surrogate.", "Invalid unicode code point."); `dumps` still

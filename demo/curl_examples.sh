@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's curl examples against `make serve` (127.0.0.1:8080 unless MLEMU_URL is set).
+# The README's and docs/'s curl examples against `make serve` (127.0.0.1:8080 unless MLEMU_URL is set).
 set -eu
 URL=${MLEMU_URL:-http://127.0.0.1:8080}
 set -x

@@ -47,7 +47,18 @@ def half_plus_three(target: Path) -> None:
         builder.save()
 
 
+#: census_xgb's AI Explanations metadata (the format: explainers/metadata.py): the row is the one
+#: input, its three features attributed against an all-zero baseline; the output is the
+#: probability XGBoost predicts.
+CENSUS_EXPLANATION = {
+    "inputs": {"features": {"index_feature_mapping": ["f0", "f1", "f2"]}},
+    "outputs": {"probability": {}},
+    "framework": "xgboost",
+}
+
+
 def main(out: Path = OUT) -> None:
+    write_explanation_metadata(out)
     if not (out / "half_plus_three" / "saved_model.pb").exists():
         try:
             half_plus_three(out / "half_plus_three")
@@ -87,6 +98,15 @@ def main(out: Path = OUT) -> None:
         pickle.dump(LogisticRegression().fit(x[y < 2], y[y < 2]), f)
     (out / ".complete").touch()
     print(f"demo models written to {out}", file=sys.stderr)
+
+
+def write_explanation_metadata(out: Path) -> None:
+    """Written on every run (it is tiny), so a state folder trained before census_xgb was
+    explainable gains it without retraining."""
+    import json
+
+    (out / "census_xgb").mkdir(parents=True, exist_ok=True)
+    (out / "census_xgb" / "explanation_metadata.json").write_text(json.dumps(CENSUS_EXPLANATION))
 
 
 if __name__ == "__main__":

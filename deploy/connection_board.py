@@ -4,9 +4,9 @@ Why: gunicorn's workers all accept from one listening socket, and which worker w
 connection is up to the kernel and to which process happens to be awake. With a few long-lived
 keep-alive connections (wrk's 8, a load balancer's pool, an HTTP client's pool) the split is often
 uneven (6 and 2, or 5 and 3): the busier worker's threads then queue on its one GIL while the other
-process has CPU to spare. Measured on 2 CPUs (2026-11-24, one-row LogisticRegression :predict,
-`wrk -t2 -c8`, four restarts of the same server): 4/4 split 5,270 requests/s (p99 5.3 ms), 5/3
-4,520 (p99 7.8 ms), 6/2 3,730 (p99 11 ms). deploy/worker.py reads this board before it accepts:
+process has CPU to spare: an uneven split serves fewer requests with a longer tail than an even
+one (measured in bench/NOTES.md, "Where the c=8 tail and the throughput swings came from").
+deploy/worker.py reads this board before it accepts:
 a worker that holds more connections than the least busy live worker lets that one take the
 connection (bounded by a short wait, so a stuck or slow peer never delays a client for long).
 

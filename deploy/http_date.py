@@ -4,7 +4,8 @@ gunicorn writes `Date: <IMF-fixdate>` on every response (gunicorn/http/wsgi.py
 `Response.default_headers` calls `gunicorn.util.http_date()`, which formats the current time with
 `email.utils.formatdate(usegmt=True)` each time). The header has a resolution of one second
 (RFC 9110 section 5.6.7), so every response within a second carries the same text; formatting it
-anew was ~2.5 % of a one-row `:predict`'s GIL time (py-spy, 2026-11-24). `install()` puts in a
+anew was a visible share of a one-row `:predict`'s GIL time in a profile (bench/NOTES.md).
+`install()` puts in a
 function that gives exactly the same text, made once per second of the clock.
 """
 

@@ -4,11 +4,9 @@ gunicorn splits each request line's target with urllib.parse.urlsplit (gunicorn/
 `split_request_uri`, called from gunicorn/http/message.py `parse_request_line`). CPython keeps the
 results for the last 128 distinct targets (Lib/urllib/parse.py, `@functools.lru_cache(typed=True)`
 on urlsplit). Clients that rotate over more paths than that, such as traffic spread over 200
-models' `:predict` URLs, miss it on every request, and each miss parses afresh: ~1.2 us in a
-microbenchmark, and 0-11 us less CPU per request with a wider cache in four side-by-side runs of
-200 models' spread traffic (bench/NOTES.md, sixth session; the runs' noise is ~5 us, their
-median ~3 us, ~1 % of the spread's CPU per request). Small, but paid on every request once a server's
-clients use more than 128 paths. `install()` puts in the same function with room for
+models' `:predict` URLs, miss it on every request, and each miss parses afresh (what that costs
+is in bench/NOTES.md, sixth session). Small, but paid on every request once a server's clients
+use more than 128 paths. `install()` puts in the same function with room for
 MAX_TARGETS results: the results are immutable named tuples, so sharing them changes nothing.
 """
 

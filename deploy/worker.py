@@ -4,7 +4,7 @@ Stock gthread (gunicorn/workers/gthread.py) hands a keep-alive connection back t
 after every request: the pool thread returns, a future callback writes to the worker's wake-up
 pipe, the main loop re-registers the socket with its poller, and when the next request arrives it
 submits the connection to the pool again. For small requests that round trip costs about as
-much GIL time as mlemu's own request handling (py-spy figures in bench/RESULTS.md): with
+much GIL time as mlemu's own request handling (py-spy figures in bench/NOTES.md): with
 clients that send one request after another on one connection, which is what every HTTP client
 library and load balancer does, throughput is capped by the handoff, not by the model.
 
@@ -18,7 +18,7 @@ thread-per-connection server would, but only while that is free:
   <= threads); past that, connections take turns through the poller as under gthread, so none
   waits behind another that keeps sending.
 
-Slow clients (issue 17): a request is read in the worker's main loop, without a thread, until it
+Slow clients: a request is read in the worker's main loop, without a thread, until it
 is complete (deploy/request_buffer.py), under a per-request deadline (MLEMU_HEADER_TIMEOUT,
 MLEMU_REQUEST_TIMEOUT); one that misses it is answered 408 and closed. Stock gthread gives a thread
 to a connection as soon as its first byte arrives, and that thread then blocks until the client
@@ -28,13 +28,13 @@ bound) is read under the same deadline (DeadlineSocket). gunicorn's own error pa
 431, ...: gunicorn/workers/base.py `handle_error`, gunicorn/util.py `write_error`) are HTML: they
 are answered in the protocol's JSON shape instead (deploy/wire_errors.py).
 
-Even connections across workers (issue 21): all workers accept from one socket, and the kernel's
+Even connections across workers: all workers accept from one socket, and the kernel's
 split of a few long-lived connections is often uneven, which leaves one worker's GIL saturated
 while the other's CPU idles. Before accepting, a worker that holds more connections than the least
 busy live worker leaves the connection to that one for up to `YIELD_WAIT_S`
 (deploy/connection_board.py has the measurements).
 
-Fewer system calls per request (issue 21's tail latency): each accepted connection's socket skips
+Fewer system calls per request (a shorter latency tail): each accepted connection's socket skips
 mode changes that change nothing and sends a response's head and body together
 (deploy/connection_socket.py), and a body read to its end is not drained again.
 

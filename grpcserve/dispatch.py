@@ -3,8 +3,8 @@
 grpc.aio runs a synchronous handler in its thread pool (`_finish_handler_with_unary_response` in
 grpc/_cython/_cygrpc/aio/server.pyx.pxi: `loop.run_in_executor`), so every call crosses from the
 event loop to a pool thread and back: two thread wake-ups, two GIL handoffs and a write to the
-loop's self-pipe. For a one-row scikit-learn call that crossing was ~100 us of the ~540 us of CPU
-a V2 `ModelInfer` cost (bench/NOTES.md, sixth session), and it lengthened the tail. KServe's
+loop's self-pipe. For a one-row scikit-learn call that crossing is a large share of the CPU a V2
+`ModelInfer` costs (bench/NOTES.md, sixth session), and it lengthened the tail. KServe's
 gRPC server runs its predict on the event loop itself.
 
 The policy, per unary RPC method and model (the request's `model_name`/`model_version` or
@@ -24,10 +24,9 @@ The policy, per unary RPC method and model (the request's `model_name`/`model_ve
   DEMOTE_S seconds, whatever their mean: at most one such call per DEMOTE_S holds the loop. A
   call made long by the collector or by the process being preempted does not wait (the
   thread's voluntary context switches, getrusage(RUSAGE_THREAD), tell the two apart); it only
-  raises the mean. With the wall time alone deciding, a by-hand run of the bench's gRPC phase
-  saw 4 of its 6 gRPC processes send a one-row LogisticRegression to the pool for 30 s, after
-  calls of 4.3-8.3 ms; with the switches counted, the 13 calls that long in the next run (none
-  of them waiting: preempted, on two cores shared with the load generator) demoted none.
+  raises the mean. With the wall time alone deciding, preemption on a busy machine sent brief
+  models to the pool for whole demotion periods (bench/NOTES.md, sixth session); with the
+  switches counted, preempted calls demote nothing.
 - Everything else runs in the pool as grpc.aio would run it: the first call of a method and
   model (its cost is unknown), large requests, models whose calls are slow (so a long model call
   never holds the loop, and concurrent calls to it can be merged by adaptive batching), and

@@ -59,7 +59,7 @@ class GrpcServer:
     """grpc.aio's server, on an event loop of its own thread, serving the (synchronous) servicers
     in a thread pool.
 
-    Why asyncio (issue 17): grpc's threaded server (grpc/_server.py `_unary_request`) gives a call
+    Why asyncio: grpc's threaded server (grpc/_server.py `_unary_request`) gives a call
     a pool thread as soon as its headers arrive, and that thread then waits for the request
     message: 20 calls that send their headers and part of a message held all 8 threads, and
     well-behaved calls timed out. grpc.aio receives the message in the event loop and only then

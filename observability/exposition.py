@@ -6,7 +6,7 @@ from every process's files in multiprocess mode. The grps page follows grps's ow
 an HTML list of `name : value` lines at the server root, with grps's metric names (`*qps`,
 `*latency_avg(ms)`, `*latency_cdf(ms)_99`, `*fail_rate(%)`, `*cpu_usage(%)`, `*mem_usage(%)`).
 grps computes them over the last second; mlemu has no per-second aggregator, so they are taken
-over the whole run from the same counters Prometheus scrapes (README "Metrics").
+over the whole run from the same counters Prometheus scrapes (docs/observability.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """AI Platform request-response logging: a version's `requestLoggingConfig` acted on.
 
 A version with `requestLoggingConfig {samplingPercentage, bigqueryTableName}` has that fraction
-(0 to 1) of its online `:predict` requests written as rows of AI Platform's table schema
+(0 to 1) of its online prediction requests, whichever protocol they came in on, written as
+rows of AI Platform's table schema
 (https://cloud.google.com/ai-platform/prediction/docs/online-predict#request-response-logging):
 model, model_version, time, raw_data (the request body), raw_prediction (the response body) and
 groundtruth (left empty, for the user to fill). Rows go to that BigQuery table when this process
@@ -15,6 +16,7 @@ happens in the writer thread); when the queue is full the row is dropped and cou
 
 from __future__ import annotations
 
+import base64
 import datetime
 import itertools
 import logging
@@ -41,9 +43,24 @@ BATCH = 500
 
 
 def _json(value: Any) -> str:
+    try:
+        return wirejson.dumps(value).decode()  # arrays too (wirejson converts them)
+    except TypeError:  # bytes somewhere: convert the whole value (rare, so only then)
+        return wirejson.dumps(_plain(value)).decode()
+
+
+def _plain(value: Any) -> Any:
+    """A request's or answer's value as JSON can hold it: arrays as lists, bytes (BYTES tensors,
+    grps bin_data) as TF Serving's `{"b64": ...}`."""
     if hasattr(value, "tolist"):
         value = value.tolist()
-    return wirejson.dumps(value).decode()
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 class RequestLogger:
@@ -119,12 +136,15 @@ class RequestLogger:
 
     def row(self, item: tuple[Any, ...]) -> dict[str, Any]:
         version_name, _, when, instances, parameters, predictions = item
+        columnar = isinstance(instances, dict)
         parts = version_name.split("/")
         return {
             "model": parts[3], "model_version": parts[5],
             "time": when.isoformat().replace("+00:00", "Z"),
-            "raw_data": _json({"instances": instances, **parameters}),
-            "raw_prediction": _json({"predictions": predictions}),
+            # Named input tensors (the tensor protocols) are logged as TF Serving's columnar
+            # request and response, {"inputs": ...} and {"outputs": ...}.
+            "raw_data": _json({"inputs" if columnar else "instances": instances, **parameters}),
+            "raw_prediction": _json({"outputs" if columnar else "predictions": predictions}),
             "groundtruth": None,
         }
 

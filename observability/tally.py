@@ -1,7 +1,7 @@
 """Lock-free recording for the hot path, flushed into prometheus_client's values.
 
 Each prometheus_client update takes a lock and, in multiprocess mode, writes an mmap'd file (a
-request's five values cost ~20 us of CPU, measured). Instead each thread adds to its own rows
+request's five values cost a measurable share of its CPU). Instead each thread adds to its own rows
 (plain lists only it writes, so no lock and no lost update); `flush` (every second or so, from a
 background thread, and by the process answering a scrape just before it reads) adds what changed
 since the last flush. A scrape may thus miss the last second (with very many label sets, the last
@@ -12,16 +12,16 @@ public way to add many observations at once (its Histogram child keeps `_buckets
 bound, and `_sum`; tests/observability/test_metrics_live.py checks the result).
 
 A flush costs time in proportion to the rows: one per thread and label set. With many models
-(200 versions spread over 4 busy threads, 4 rows each per version) it took tens of milliseconds
-of GIL time every second, ~5 % of a worker's (py-spy, 2026-11-24), and a request that needed the
+(200 versions spread over 4 busy threads, 4 rows each per version) it took a visible share of a
+worker's GIL time every second (py-spy; bench/NOTES.md), and a request that needed the
 GIL meanwhile waited. So the background flush is paced to take at most FLUSH_SHARE of the time
 (never less often than every MAX_FLUSH_S), skips a child whose rows did not change at one sum
 (each row counts its own updates), and lets other threads run every SLICE_S. It adds up the
 threads' rows of a child before writing: each prometheus_client write takes a lock (and in
 multiprocess mode packs into a mapped file), so a child's sum and each changed bucket are written
-once per flush, not once per thread that changed them. 200 versions x 4 children x 4 threads,
-every row changed, multiprocess mode: 3.6-4.9 ms of CPU a flush against 6.7 ms writing row by
-row (2026-11-27); with more busy threads the gap grows.
+once per flush, not once per thread that changed them, which costs less CPU than writing row by
+row (bench/NOTES.md, seventh session, "the metrics flush"); with more busy threads the gap
+grows.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ requests multiplies throughput. The policy:
   queued call waits at most for the call in flight, and batches grow only as far as the load does.
 - If the merged call fails, or does not return one prediction per instance, every request of the
   batch runs again alone, so a bad request gets its own error and the others their predictions.
-- Requests with their own parameters, with rows of differing layouts, with `max_instances`
-  instances or more, or whose instances are a numpy array (large all-number bodies, wirearray.py)
-  are never merged (they run as they come).
+- Requests with their own parameters, with rows of differing layouts, or with `max_instances`
+  instances or more are never merged (they run as they come). Requests whose instances are a
+  numpy array (V2 and grps tensors, large all-number bodies: wirearray.py) or named tensors
+  (TensorFlow signatures) merge by predictors/array_batching.py's rule instead.
 - Merging costs a thread handoff per request, which pays even for cheap models: a single-row
   scikit-learn or XGBoost call spends most of its time in per-call overhead (scikit-learn's
   input validation above all), which a merged call pays once for all its rows. An idle batcher
@@ -25,37 +26,26 @@ Only predictors whose predictions are row-independent may be batched (`Predictor
 the built-in frameworks; custom predictors opt in with a `batchable = True` class attribute).
 For costly models one call at a time runs per predictor and process (parallelism comes from the
 worker processes); the requests waiting behind it form the next batch. Each loaded predictor's
-Batcher is kept in a `Batchers` owned by the emulator's Deployments, and dropped with the
+batchers are kept in a `Batchers` owned by the emulator's Deployments, and dropped with the
 predictor (it holds the predictor only weakly, so an unloaded predictor is freed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 import weakref
-from collections import deque
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from predictors.array_batching import ArrayBatcher, TensorBatcher, TensorCall
+from predictors.merging import DEFAULT_MAX_INSTANCES, BatchObserver, Merger, split_rows
+
+__all__ = ["DEFAULT_MAX_INSTANCES", "KINDS", "ArrayBatcher", "BatchObserver", "Batcher",
+           "Batchers", "Merger", "TensorBatcher", "TensorCall", "layout"]
 
 PredictFn = Callable[[list[Any]], Any]
 
-
-class BatchObserver(Protocol):
-    """What records batching's metrics (observability.metrics.VersionInstruments)."""
-
-    def merged_call(self, sizes: list[int]) -> contextlib.AbstractContextManager[None]: ...
-
-    def waited(self, seconds: float) -> None: ...
-
-    def model_call(self, seconds: float, instances: Any) -> None: ...
-
-#: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
-DEFAULT_MAX_INSTANCES = 64
-
 _SCALARS = (int, float, str, bool)
-_PENDING: Any = object()
 
 
 def _row_key(row: Any) -> tuple[Any, ...] | None:
@@ -84,136 +74,20 @@ def layout(instances: list[Any]) -> tuple[Any, ...] | None:
     return key
 
 
-class _Call:
-    __slots__ = ("batch", "done", "error", "instances", "key", "result")
+class Batcher(Merger):
+    """Merges concurrent `predict(instances)` calls (lists of rows) to one predict function."""
 
-    def __init__(self, instances: list[Any], key: tuple[Any, ...]) -> None:
-        self.instances = instances
-        self.key = key
-        # A plain lock as a one-shot signal: cheaper than an Event (a Condition plus a lock).
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.result: Any = _PENDING
-        self.error: BaseException | None = None
-        #: Set when this call's thread is chosen to run the next batch (which includes itself).
-        self.batch: list[_Call] | None = None
+    def key(self, payload: Any) -> Hashable | None:
+        return layout(payload) if 0 < len(payload) < self.max_instances else None
 
+    def size(self, payload: Any) -> int:
+        return len(payload)
 
-class Batcher:
-    """Merges concurrent `predict(instances)` calls to one predict function (see module doc)."""
+    def merge(self, payloads: list[Any]) -> Any:
+        return [row for rows in payloads for row in rows]
 
-    def __init__(self, predict: PredictFn, max_instances: int = DEFAULT_MAX_INSTANCES,
-                 observer: BatchObserver | None = None, times_calls: bool = False) -> None:
-        """`times_calls`: `predict` is not timed by itself (no observability/instrument.py
-        wrapper around it), so each model call is timed here, to `observer.model_call`."""
-        self._predict = predict
-        self.max_instances = max_instances
-        self.observer = observer
-        self._timed = observer.model_call if observer is not None and times_calls else None
-        self._lock = threading.Lock()
-        self._busy = False
-        self._queue: deque[_Call] = deque()
-        #: Number of merged calls run (more than one request each), for tests.
-        self.merged_calls = 0
-
-    def predict(self, instances: list[Any]) -> Any:
-        key = layout(instances) if 0 < len(instances) < self.max_instances else None
-        if key is None:
-            return self._call(instances)
-        with self._lock:
-            if self._busy:
-                call: _Call | None = _Call(instances, key)
-                self._queue.append(call)  # type: ignore[arg-type]
-            else:
-                self._busy = True
-                call = None
-        if call is None:  # idle: straight through
-            try:
-                return self._call(instances)
-            finally:
-                self._hand_off()
-        if self.observer is None:
-            call.done.acquire()
-        else:
-            queued = time.perf_counter()
-            call.done.acquire()
-            self.observer.waited(time.perf_counter() - queued)
-        if call.batch is not None:
-            try:
-                self._run(call.batch)
-            finally:
-                self._hand_off()
-        if call.error is not None:
-            raise call.error
-        return call.result
-
-    def _call(self, instances: list[Any]) -> Any:
-        """One model call (timed here when the predict function is not timed itself)."""
-        timed = self._timed
-        if timed is None:
-            return self._predict(instances)
-        started = time.perf_counter()
-        try:
-            return self._predict(instances)
-        finally:
-            timed(time.perf_counter() - started, instances)
-
-    def _hand_off(self) -> None:
-        """After a call: pick the next batch from the queue and wake its first thread to run it."""
-        with self._lock:
-            if not self._queue:
-                self._busy = False
-                return
-            head = self._queue.popleft()
-            batch, count, rest = [head], len(head.instances), deque[_Call]()
-            while self._queue:
-                call = self._queue.popleft()
-                if call.key == head.key and count + len(call.instances) <= self.max_instances:
-                    batch.append(call)
-                    count += len(call.instances)
-                else:
-                    rest.append(call)  # keeps its place for the next round
-            self._queue = rest
-        head.batch = batch
-        head.done.release()
-
-    def _run(self, batch: list[_Call]) -> None:
-        try:
-            if len(batch) > 1 and self._run_merged(batch):
-                return
-            for call in batch:
-                try:
-                    call.result = self._call(call.instances)
-                except BaseException as exc:  # noqa: BLE001 - handed to that request's own thread
-                    call.error = exc
-        finally:
-            for call in batch[1:]:  # batch[0] is this thread's own call
-                if call.result is _PENDING and call.error is None:
-                    call.error = RuntimeError("the batch this request was part of did not run")
-                call.done.release()
-
-    def _run_merged(self, batch: list[_Call]) -> bool:
-        merged = [row for call in batch for row in call.instances]
-        counting = (self.observer.merged_call([len(call.instances) for call in batch])
-                    if self.observer is not None else contextlib.nullcontext())
-        try:
-            with counting:
-                out = self._call(merged)
-        except Exception:  # noqa: BLE001 - some request is bad: run them one by one
-            return False
-        if hasattr(out, "tolist"):
-            out = out.tolist()
-        elif not isinstance(out, list):
-            out = list(out)
-        if len(out) != len(merged):  # not one prediction per instance: cannot split it
-            return False
-        self.merged_calls += 1
-        start = 0
-        for call in batch:
-            end = start + len(call.instances)
-            call.result = out[start:end]
-            start = end
-        return True
+    def split(self, out: Any, sizes: list[int]) -> list[Any] | None:
+        return split_rows(out, sizes)
 
 
 def _weak_predict(predictor: Any, direct: bool = False) -> PredictFn:
@@ -234,12 +108,35 @@ def _weak_predict(predictor: Any, direct: bool = False) -> PredictFn:
     return predict
 
 
+def _weak_predict_tensors(predictor: Any) -> Callable[[TensorCall], Any]:
+    """`predictor.predict_tensors` for a TensorBatcher, weakly (see `_weak_predict`), through
+    the instance's timed method: it counts a dict of columns' rows itself."""
+    ref = weakref.ref(predictor)
+
+    def predict_tensors(call: TensorCall) -> Any:
+        target = ref()
+        if target is None:
+            raise RuntimeError("the predictor of this batcher was unloaded")
+        names = list(call.output_names) if call.output_names is not None else None
+        return target.predict_tensors(call.inputs, signature_name=call.signature_name,
+                                      output_names=names)
+
+    return predict_tensors
+
+
+#: The kinds of batcher a predictor may have, by the shape of the requests they merge.
+KINDS = ("instances", "arrays", "tensors")
+
+
 class Batchers:
-    """The one Batcher of each loaded predictor, kept by the emulator's Deployments (so two
-    emulators in one process never share one) and dropped with its predictor."""
+    """The batchers of each loaded predictor (one per kind of request: lists of instances, numpy
+    rows, named tensors), kept by the emulator's Deployments (so two emulators in one process
+    never share one) and dropped with its predictor."""
 
     def __init__(self) -> None:
         self._batchers: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
+        self._others: dict[str, weakref.WeakKeyDictionary[Any, Merger]] = {
+            "arrays": weakref.WeakKeyDictionary(), "tensors": weakref.WeakKeyDictionary()}
         self._guard = threading.Lock()
 
     def get(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES,
@@ -258,6 +155,37 @@ class Batchers:
                         _weak_predict(predictor, direct), max_instances, recorder, direct)
         return batcher
 
-    def existing(self, predictor: Any) -> Batcher | None:
-        """The predictor's Batcher if one was made (for tests and introspection)."""
-        return self._batchers.get(predictor)
+    def arrays(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES,
+               observer: Callable[[], BatchObserver | None] | None = None) -> Merger:
+        """The predictor's ArrayBatcher (numpy rows to `predict`), made as `get` makes one."""
+        def make(recorder: BatchObserver | None) -> Merger:
+            direct = recorder is not None and bool(getattr(predictor, "framework", ""))
+            return ArrayBatcher(_weak_predict(predictor, direct), max_instances, recorder, direct)
+
+        return self._other("arrays", predictor, max_instances, observer, make)
+
+    def tensors(self, predictor: Any, max_instances: int = DEFAULT_MAX_INSTANCES,
+                observer: Callable[[], BatchObserver | None] | None = None) -> Merger:
+        """The predictor's TensorBatcher (TensorCalls to `predict_tensors`)."""
+        def make(recorder: BatchObserver | None) -> Merger:
+            return TensorBatcher(_weak_predict_tensors(predictor), max_instances, recorder)
+
+        return self._other("tensors", predictor, max_instances, observer, make)
+
+    def _other(self, kind: str, predictor: Any, max_instances: int,
+               observer: Callable[[], BatchObserver | None] | None,
+               make: Callable[[BatchObserver | None], Merger]) -> Merger:
+        table = self._others[kind]
+        batcher = table.get(predictor)
+        if batcher is None or batcher.max_instances != max_instances:
+            with self._guard:
+                batcher = table.get(predictor)
+                if batcher is None or batcher.max_instances != max_instances:
+                    batcher = table[predictor] = make(observer() if observer else None)
+        return batcher
+
+    def existing(self, predictor: Any, kind: str = "instances") -> Merger | None:
+        """The predictor's batcher of that kind if one was made (for tests and introspection)."""
+        if kind == "instances":
+            return self._batchers.get(predictor)
+        return self._others[kind].get(predictor)

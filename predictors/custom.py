@@ -33,7 +33,7 @@ class CustomPredictor(Predictor):
         self._user = user_predictor
         self._predict = user_predictor.predict
         self.class_path = class_path
-        # Opt-in: the user's class declares its predictions row-independent (README, "Performance").
+        # Opt-in: the user's class declares its predictions row-independent (docs/performance.md).
         self.batchable = getattr(user_predictor, "batchable", False) is True
 
     @classmethod

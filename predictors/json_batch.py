@@ -4,8 +4,8 @@ predictors/json_tensor.py reads TF Serving's row format instance by instance, as
 tensorflow_serving/util/json_tensor.cc does: each instance is checked and converted on its own
 (in Python, value by value, when the JSON may hold true/false), then the instances are stacked.
 For the common request (one DT_FLOAT or DT_DOUBLE input, every instance a list of numbers of one
-shape) that is a Python call per number: about 130 ms for 10,000 x 30 against 2 ms for numpy's
-conversion of the whole list. `stacked` gives that whole-list conversion where it is certainly
+shape) that is a Python call per number, many times slower than numpy's conversion of the whole
+list (bench/NOTES.md, "Large requests"). `stacked` gives that whole-list conversion where it is certainly
 the same array, bit for bit, and None everywhere else (the caller then takes the instance by
 instance path, whose checks and messages are the reference):
 

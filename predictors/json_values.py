@@ -40,7 +40,7 @@ def json_value(array: np.ndarray, name: str) -> Any:
     if array.dtype.name == "bfloat16":
         array = array.astype(np.float32)
     if array.dtype == np.float32 and array.ndim and np.isfinite(array).all():
-        # The same values as below, about 15x faster: orjson writes a float32 array in its
+        # The same values as below, much faster: orjson writes a float32 array in its
         # shortest round-trip form (Ryu's f2s: the same digits as numpy's repr) and reads the
         # text back as doubles. (It writes NaN and Infinity as null, so those arrays go below.)
         return orjson.loads(orjson.dumps(np.ascontiguousarray(array),

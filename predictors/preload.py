@@ -95,7 +95,7 @@ def freeze_imported(module: str, import_module: Callable[[], Any]) -> Any:
     every object then alive (gc.freeze), as the master does after `preload`.
 
     TensorFlow's import builds ~320,000 Python objects that live as long as the process. Left in
-    the collector's generations, every full collection walks them all: ~100-130 ms during which no
+    the collector's generations, every full collection walks them all, a pause during which no
     thread of the worker runs (measured under load, bench/NOTES.md), whenever the oldest
     generation fills (the requests in flight keep promoting objects to it, and CPython collects it
     fully once those reach a quarter of it). Frozen, they are never walked again. Only the first

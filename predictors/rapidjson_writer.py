@@ -89,7 +89,7 @@ FEW = 32
 
 
 def write_decimals(values: Any, float32: bool) -> list[str]:
-    """write_decimal of every value of a float array, in one go: the same texts, 4-5x faster.
+    """write_decimal of every value of a float array, in one go: the same texts, faster than value by value.
 
     The per-value steps run over the whole array: one `%` of a format string of n `%g`s (what
     f"{v:g}" gives, without a Python call per value), numpy reading the texts back, the ones

@@ -25,8 +25,8 @@ tensorflow/core/common_runtime/direct_session.cc `run_in_caller_thread_`). Paral
 the worker processes and batching, as for BLAS and XGBoost. TensorFlow's own default (a pool of
 one thread per core for each of inter- and intra-op work, per process) hands every op of a
 one-row call to a pool thread and back, and its spinning pool threads compete with the request
-threads of the same and the other workers for the cores: at c=8 that cost ~10 % of requests/s
-and gave a p99 of 5-21 ms in runs where this policy's was 2.7-3 ms (bench/NOTES.md).
+threads of the same and the other workers for the cores, which cost throughput and lengthened
+the tail (bench/NOTES.md, "TensorFlow's tail").
 
 TensorFlow is imported by `from_path` only, never by `import predictors`; its first import
 freezes the objects it creates out of the collector's reach (predictors/preload.py,

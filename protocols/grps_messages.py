@@ -144,7 +144,8 @@ class Prediction:
 
     def __init__(self, emu: Emulator, caller: Caller, request: Any, fallback_model: str | None) -> None:
         name, version = grps.select_model(emu, request.model or fallback_model)
-        self.served, self.predictor = inference.resolve_for_predict(emu, caller, name, version)
+        self.served = inference.serve(emu, caller, name, version)
+        self.predictor = self.served.predictor
         self.kind = request.WhichOneof("data_oneof")
         if self.kind == "ndarray":
             raise InvalidArgument("ndarray is only for HTTP JSON requests; send gtensors.")
@@ -192,10 +193,10 @@ class Prediction:
     def _call(self) -> Any:
         """The predictor's raw answer; a tensor-native predictor answers output tensors."""
         if self.kind == "gtensors" and callable(getattr(self.predictor, "predict_tensors", None)):
-            return _Outputs(inference.run_tensors(self.predictor, self.tensors, {}))
+            return _Outputs(inference.run_tensors(self.served, self.tensors, {}))
         instances = (inference.instances_for(self.predictor, self.tensors)
                      if self.kind == "gtensors" else self.instances)
-        return self.predictor.predict(instances)
+        return self.served.predict(instances)
 
     def _encode_raw(self, raw: Any) -> Any:
         if isinstance(raw, _Outputs):

@@ -33,7 +33,7 @@ def is_online(emu: Emulator) -> bool:
     return emu.settings.grps_online_path.exists()
 
 
-#: What taking grps online or offline needs in IAM mode `enforce` (issue 17): it changes the
+#: What taking grps online or offline needs in IAM mode `enforce`: it changes the
 #: state every caller sees, so it is the permission closest in meaning, on the default project.
 #: live/ready stay open to every caller, as the other health probes.
 ONLINE_PERMISSION = "ml.models.update"

@@ -2,7 +2,9 @@
 
 Both protocols name models without a project: they use the configured default project
 (settings.default_project, MLEMU_PROJECT), and a protocol's model version is the ml v1 version
-id (empty: the model's default version). Everything goes through dataplane.resolve, so
+id (empty: the model's default version). Everything goes through the data plane (inference
+through `dataplane.serve` and its `Served`, so batching, lastUseTime and the request log are
+the same as for AI Platform's :predict; metadata through `dataplane.resolve`), so
 permissions and version resolution match AI Platform's :predict: `ml.models.predict` /
 `ml.versions.predict` for inference, `ml.models.get` / `ml.versions.get` for metadata and
 model readiness.
@@ -133,24 +135,24 @@ def as_list(predictions: Any) -> list[Any]:
     return list(predictions)  # a custom predictor may yield its predictions
 
 
-def resolve_for_predict(emu: Emulator, caller: Caller, name: str,
-                        version: str | None) -> tuple[Version, Predictor]:
-    ref = model_ref(emu, name, version)
-    return dataplane.resolve(emu, caller, ref, dataplane.predict_permission(ref))
+def serve(emu: Emulator, caller: Caller, name: str, version: str | None) -> dataplane.Served:
+    """The model a V2 or grps inference names, resolved by the data plane for prediction."""
+    return dataplane.serve(emu, caller, model_ref(emu, name, version))
 
 
-def run_tensors(predictor: Predictor, inputs: list[Tensor], parameters: Mapping[str, Any],
+def run_tensors(served: dataplane.Served, inputs: list[Tensor], parameters: Mapping[str, Any],
                 output_names: list[str] | None = None) -> list[Tensor]:
-    """Output tensors for input tensors: columnar when the predictor takes tensors, else instances."""
+    """Output tensors for input tensors, through the data plane: columnar when the predictor
+    takes tensors (a TensorFlow signature), else as instances (numpy rows where it takes them)."""
+    predictor = served.predictor
     declared = {t.name: t.datatype for t in predictor.signature().outputs}
-    columnar = getattr(predictor, "predict_tensors", None)
-    if callable(columnar):
-        result = columnar({t.name: t.data for t in inputs},
-                          signature_name=parameters.get("signature_name"),
-                          output_names=output_names)
+    if callable(getattr(predictor, "predict_tensors", None)):
+        result = served.predict_tensors({t.name: t.data for t in inputs},
+                                        signature_name=parameters.get("signature_name"),
+                                        output_names=output_names)
         return [Tensor(name, *_typed(array, declared.get(name))) for name, array in result.items()]
-    predictions = predictor.predict(instances_for(predictor, inputs),
-                                    **predictor_kwargs(predictor, parameters))
+    predictions = served.predict(instances_for(predictor, inputs),
+                                 predictor_kwargs(predictor, parameters))
     return from_predictions(as_list(predictions), declared)
 
 

@@ -25,7 +25,7 @@ def from_binary(name: str, datatype: str, shape: tuple[int, ...], raw: bytes) ->
     expected = element_count(shape)
     if datatype == "BYTES":
         # The elements present are counted before anything is allocated for the shape's count
-        # (a [50000000] shape in a 100-byte request, issue 17).
+        # (a [50000000] shape in a 100-byte request).
         items = deserialize_bytes(raw, expected, where)
         array = np.empty(len(items), dtype=np.object_)
         array[:] = items

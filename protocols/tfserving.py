@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 from flask import Blueprint, Response, current_app, request
 from werkzeug.routing import PathConverter
 
+import dataplane
 from core import wirejson
 from core.errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_batch, json_example, json_tensor
@@ -148,8 +150,8 @@ def dispatch(rest: str = "") -> Response:
     versions.admit(emu, caller, project, model, number, label, "ml.models.predict")
     data = read_body(emu.settings.max_request_bytes)
 
-    def resolve() -> Any:
-        return versions.resolve(emu, caller, project, model, number, label, "ml.models.predict")[1]
+    def resolve() -> dataplane.Served:
+        return versions.serve(emu, caller, project, model, number, label)
 
     if verb.lower() == "predict":
         found = wirearray.keyed_array(data, ("instances", "inputs"))
@@ -172,8 +174,9 @@ def _tensorflow_inputs(predictor: TensorFlowPredictor, name: str | None) -> Any:
     return sig
 
 
-def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
+def _predict(served: dataplane.Served, body: dict[str, Any], bools: bool) -> bytes:
     """json_tensor.cc FillPredictRequestFromJson, then the run, then MakeJsonFromTensors."""
+    predictor = served.predictor
     signature_name = body.get("signature_name")
     sig = _tensorflow_inputs(predictor, signature_name) if isinstance(predictor, TensorFlowPredictor) \
         else None
@@ -192,12 +195,12 @@ def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
         dtypes = {name: info.dtype_name for name, info in sig.inputs.items()}
         columns = (json_tensor.rows_to_columns(body["instances"], dtypes, bools) if has_rows
                    else json_tensor.inputs_to_columns(body["inputs"], dtypes, bools))
-        outputs = predictor.predict_tensors(columns, sig.name)
+        outputs = served.predict_tensors(columns, sig.name)
         return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
     # Other frameworks have one input and one output: predict(instances), rows either way.
     tfserving_metadata.check_signature(predictor, signature_name)
     instances = body["instances"] if has_rows else tfserving_metadata.single_input(body["inputs"])
-    predictions = predictor.predict(instances)
+    predictions = served.predict(instances)
     if hasattr(predictions, "tolist"):
         predictions = predictions.tolist()
     elif not isinstance(predictions, (list, dict)):
@@ -210,12 +213,14 @@ def _predict(predictor: Any, body: dict[str, Any], bools: bool) -> bytes:
     return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
 
 
-def _predict_array(predictor: Any, array: np.ndarray, data: bytes, has_rows: bool) -> bytes:
+def _predict_array(served: dataplane.Served, array: np.ndarray, data: bytes,
+                   has_rows: bool) -> bytes:
     """_predict of `{"instances" (or "inputs"): [[number, ...], ...]}`, decoded by wirearray: a
     TensorFlow signature with one float input converts the array as json_tensor would convert
     the lists (rows: predictors/json_batch.py, which declines what it cannot convert exactly;
     columns: numpy's conversion of the whole value, json_tensor.to_array's own); anything else
     takes the general path."""
+    predictor = served.predictor
     if isinstance(predictor, TensorFlowPredictor):
         sig = _tensorflow_inputs(predictor, None)  # such a body names no signature
         (name, info), *others = sig.inputs.items()
@@ -223,15 +228,16 @@ def _predict_array(predictor: Any, array: np.ndarray, data: bytes, has_rows: boo
             tensor = json_batch.stacked(array, info.dtype_name, False) if has_rows else \
                 json_tensor.to_array(array, info.dtype_name, False)[0]
             if tensor is not None:
-                outputs = predictor.predict_tensors({name: tensor}, sig.name)
+                outputs = served.predict_tensors({name: tensor}, sig.name)
                 return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
     if has_rows:
-        return _predict(predictor, {"instances": wirearray.rows(data, array)}, False)
+        return _predict(served, {"instances": wirearray.rows(data, array)}, False)
     body, bools = _body(data)
-    return _predict(predictor, body, bools)
+    return _predict(served, body, bools)
 
 
-def _classify_regress(resolve: Any, body: dict[str, Any], verb: str) -> bytes:
+def _classify_regress(resolve: Callable[[], dataplane.Served], body: dict[str, Any],
+                      verb: str) -> bytes:
     """json_tensor.cc FillClassifyRegressRequestFromJson, then the servable and its signature."""
     context = json_example.example_features(body["context"]) if "context" in body else None
     if "examples" not in body:
@@ -244,14 +250,19 @@ def _classify_regress(resolve: Any, body: dict[str, Any], verb: str) -> bytes:
     if not examples:
         raise _format_error(body, "'examples' value is an empty array")
     features = [json_example.example_features(e) for e in examples]
-    predictor = resolve()
+    served = resolve()
+    predictor = served.predictor
     if not isinstance(predictor, TensorFlowPredictor):
         raise InvalidArgument(f":{verb} needs a TensorFlow SavedModel with a tensorflow/serving/{verb} "
                               f"signature; this model's framework is {predictor.framework or 'custom'}.")
     name = body.get("signature_name")
+    # What the request log records: the request's own keys, as it sent them.
+    logged: dict[str, Any] = {key: body[key] for key in ("context", "signature_name") if key in body}
     if verb == "classify":
-        return writer.classify_body(predictor.classify(features, context, name))
-    return writer.regress_body(predictor.regress(features, context, name))
+        return writer.classify_body(served.call(
+            lambda: predictor.classify(features, context, name), examples, logged))
+    return writer.regress_body(served.call(
+        lambda: predictor.regress(features, context, name), examples, logged))
 
 
 def render_tfserving_error(exc: ApiError) -> Response:

@@ -162,7 +162,7 @@ def loads(data: bytes) -> Any:
         return _read_iteratively(data)
     except ValueError as exc:
         # python-rapidjson builds a Python int of an integer's digits, which Python refuses past
-        # 4,300 of them (issue 17: a 500). rapidjson itself reads such a number as a double, and
+        # 4,300 of them (which answered 500). rapidjson itself reads such a number as a double, and
         # every integer that long exceeds one: reader.h's kParseErrorNumberTooBig.
         match = _ERROR.match(str(exc))
         offset = int(match.group(1)) if match else 0

@@ -1,7 +1,7 @@
 """TF Serving's view of the registry: version numbers, version labels, model status.
 
 TF Serving names versions by int64 number and by label; ml v1 version ids must start with a
-letter. The mapping (documented in the README, "TensorFlow Serving REST API"):
+letter. The mapping (documented in docs/tensorflow.md):
 
 - a version's number is `serving: {tfServingVersion: N}` from the bootstrap file, else the
   trailing digits of its id (`v3` -> 3, `model_2024` -> 2024); a version with neither has no
@@ -82,7 +82,7 @@ def _version_id(emu: Emulator, model: str, model_name: str, number: int) -> str:
 
 def admit(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
           label: str | None, permission: str) -> None:
-    """`resolve`'s permission check alone, for before the request body is read (issue 17)."""
+    """`resolve`'s permission check alone, for before the request body is read."""
     if number is not None or label is not None:
         permission = permission.replace("ml.models.", "ml.versions.")
     auth.authorize(emu, caller, permission, names.model_name(project, model))
@@ -116,6 +116,13 @@ def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int
         raise NotFound(f"Servable not found for request: {spec}") from None
     except FailedPrecondition as exc:  # no default version, or not READY: nothing is serving
         raise NotFound(f"Servable not found for request: {spec}. {exc.message}") from None
+
+
+def serve(emu: Emulator, caller: Caller, project: str, model: str, number: int | None,
+          label: str | None) -> dataplane.Served:
+    """`resolve` for a prediction: the data plane's Served, through which the model runs."""
+    return dataplane.Served(emu, *resolve(emu, caller, project, model, number, label,
+                                          "ml.models.predict"))
 
 
 def _status(emu: Emulator, version: Version) -> dict[str, Any]:

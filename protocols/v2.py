@@ -49,8 +49,8 @@ def _context() -> tuple[Emulator, Caller]:
 
 
 #: A compressed body inflates to at most this many times its size (past a 1 MiB floor), as well
-#: as to the message limit (issue 17): 61 KB of gzip made 60 MiB of JSON, whose decoding into
-#: Python objects took 4.5 s of CPU and 464 MB. Real request bodies compress 3-20x.
+#: as to the message limit: 61 KB of gzip made 60 MiB of JSON, whose decoding into
+#: Python objects took seconds of CPU and hundreds of MB. Real request bodies compress 3-20x.
 MAX_INFLATION = 100
 _INFLATION_FLOOR = 1 << 20
 
@@ -142,10 +142,10 @@ def infer(model: str, version: str | None = None) -> Response:
     body = decompress(read_body(limit), request.headers.get("Content-Encoding", ""), limit)
     header, binary = split_body(body, request.headers.get("Inference-Header-Content-Length"))
     req = decode_rest_infer(header, binary)
-    served, predictor = inference.resolve_for_predict(emu, caller, model, version)
-    outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)
+    served = inference.serve(emu, caller, model, version)
+    outputs = inference.run_tensors(served, req.inputs, req.parameters, req.output_names)
     outputs = inference.select_outputs(outputs, req.output_names)
-    data, header_length = encode_response(model, inference.version_id(served), req, outputs)
+    data, header_length = encode_response(model, served.version_id, req, outputs)
     if header_length is None:
         return _compressed(Response(data, mimetype="application/json"))
     response = Response(data, mimetype="application/octet-stream")

@@ -156,15 +156,15 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @rpc
     def ModelInfer(self, request: Any, context: grpc.ServicerContext) -> Any:
-        # The model and permission first (issue 17): the tensors are decoded for callers who may
+        # The model and permission first: the tensors are decoded for callers who may
         # predict with a model that exists, never before.
-        served, predictor = inference.resolve_for_predict(
-            self.emu, self._caller(context), request.model_name, request.model_version)
+        served = inference.serve(self.emu, self._caller(context), request.model_name,
+                                 request.model_version)
         req = decode_grpc_infer(request)
-        outputs = inference.run_tensors(predictor, req.inputs, req.parameters, req.output_names)
+        outputs = inference.run_tensors(served, req.inputs, req.parameters, req.output_names)
         outputs = inference.select_outputs(outputs, req.output_names)
         return pb.ModelInferResponse(
-            model_name=request.model_name, model_version=inference.version_id(served), id=request.id,
+            model_name=request.model_name, model_version=served.version_id, id=request.id,
             outputs=[pb.ModelInferResponse.InferOutputTensor(name=t.name, datatype=t.datatype,
                                                               shape=t.shape) for t in outputs],
             raw_output_contents=[to_binary(t) for t in outputs],

@@ -1,9 +1,9 @@
 """Large `{"instances": [[number, ...], ...]}` request bodies decoded straight into a numpy array.
 
 For a 10,000 x 30 body, orjson builds 300,000 Python floats and np.asarray walks them again:
-about 30 ms, most of such a request's time (the model call takes a fraction of a millisecond).
-simdjson (pysimdjson) parses the document into its own tape and copies the numbers out into a
-buffer without making a Python object per number, in about a third of that.
+most of such a request's time (the model call is a small part of it; bench/RESULTS.md, "Big
+requests"). simdjson (pysimdjson) parses the document into its own tape and copies the numbers
+out into a buffer without making a Python object per number, in a fraction of that time.
 
 `instances_array` is exact or declines: it returns the array `np.asarray(json.loads(data)
 ["instances"])` would give (same shape, dtype and values, bit for bit), or None, and the caller
@@ -32,7 +32,7 @@ _OPEN = ord("[")
 _POINT = ord(".")
 
 #: One parser kept for reuse: parsing into a parser's existing buffers saves faulting in fresh
-#: pages for each large body (about 4 ms for 6 MB); concurrent calls make their own.
+#: pages for each large body; concurrent calls make their own.
 _spare: list[simdjson.Parser] = []
 #: A parser keeps buffers of about twice the largest body it parsed (13 MB after 6 MB), so one
 #: that parsed a body larger than this is dropped rather than kept (MLEMU_MAX_REQUEST_BYTES may

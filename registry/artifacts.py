@@ -57,7 +57,7 @@ def resolve_uri(uri: str, base_dir: str | None = None, gcs: GcsCache | None = No
 
 @dataclasses.dataclass(frozen=True)
 class Sources:
-    """Where versions.create may take model files and packages from (issue 17).
+    """Where versions.create may take model files and packages from.
 
     Loading a pickle runs its code, on the real service as here, so the boundary is the files'
     origin: local paths (and file:// URIs) only under `roots`, gs:// URIs only from `buckets`;

@@ -5,7 +5,7 @@ file at start: the first creates what is missing, the rest find it there. A vers
 (deploymentUri, framework, predictionClass, packageUris, explanationConfig) changed in the file is
 replaced; models and versions that are not in the file (created through the API) are left alone.
 Relative paths are relative to the file; gs:// URIs are checked by warm-up, which downloads them.
-The format is documented in the README ("Bootstrap file").
+The format is documented in docs/management.md ("Bootstrap file").
 
     projects:
       my-project:

@@ -4,9 +4,9 @@ beside the database, mapped into memory, rewritten after each committed write.
 Why: a prediction asks the store whether anything changed since the serving version it cached
 (registry/lookup.py). With SQLite that question was `PRAGMA data_version`: a query per request,
 which takes the database's read lock (two fcntl calls) and releases the GIL while SQLite runs, a
-point where the request's thread can lose the GIL to another request. Measured on one-row
-LogisticRegression `:predict` at 8 connections (2026-11-24): ~3.5 % of the GIL time and ~8 % of
-the throughput. Reading a word of shared memory is neither a system call nor a GIL release.
+point where the request's thread can lose the GIL to another request: a measurable share of one-
+row `:predict` throughput (bench/NOTES.md). Reading a word of shared memory is neither a system
+call nor a GIL release.
 
 Each committed write stores a fresh random 64-bit value, after its commit. A reader takes the
 value before it reads the store, and keeps what it read for as long as the value stays the same:

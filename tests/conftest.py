@@ -67,7 +67,7 @@ class LiveServer:
 
 def start_server(state_dir: Path, config: Path | None = None, workers: int = 1,
                  env: dict[str, str] | None = None, port: int | None = None,
-                 timeout: float = 60.0, grpc_port: int = 0) -> LiveServer:
+                 timeout: float = 300.0, grpc_port: int = 0) -> LiveServer:
     port = port or free_port()
     state_dir.mkdir(parents=True, exist_ok=True)
     log = state_dir / f"server-{port}.log"

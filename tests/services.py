@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import free_port
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, what: str, timeout: float = 60) -> None:
+def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, what: str, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -164,7 +164,7 @@ class PrometheusServer:
         _wait_port(self.port, self.proc, "prometheus")
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 60) -> None:
+    def _wait_ready(self, timeout: float = 180) -> None:
         """Prometheus listens before its storage is open; /-/ready answers 200 once it is."""
         import requests
 

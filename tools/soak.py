@@ -1,4 +1,4 @@
-"""`make soak`: a bounded mixed soak of a real `app.py serve` (issue 17). Not part of `make test`.
+"""`make soak`: a bounded mixed soak of a real `app.py serve`. Not part of `make test`.
 
   python tools/soak.py [--seconds 60] [--clients 6]
 

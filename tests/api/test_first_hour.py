@@ -1,5 +1,5 @@
 """A new user's first hour (issue 16): what the CLI says, how answers end, what a broken stream
-says. The README-driven parts (snippets, `./mlemu`, banners) are in test_quickstart.py."""
+says. The README-driven parts (examples, `./mlemu`, banners) are in tests/docs/."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ EXAMPLE = ROOT / "tests" / "plugin_example"
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", DOC, re.DOTALL)
+    return re.findall(rf"```{language}(?: [^\n]*)?\n(.*?)```", DOC, re.DOTALL)
 
 
 @pytest.fixture(scope="module")

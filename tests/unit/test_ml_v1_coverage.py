@@ -1,6 +1,6 @@
-"""The ml v1 surface against the discovery document: the committed snapshot and the README's
-coverage table are current, and every method mlemu does not implement answers 501 in the Google
-error format (while the implemented ones, predict included, do not)."""
+"""The ml v1 surface against the discovery document: the committed snapshot and
+docs/management.md's coverage table are current, and every method mlemu does not implement
+answers 501 in the Google error format (while the implemented ones, predict included, do not)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _tool() -> Any:
     return module
 
 
-def test_snapshot_and_readme_table_are_current() -> None:
+def test_snapshot_and_coverage_table_are_current() -> None:
     assert _tool().outdated() == [], "run: python tools/ml_v1_discovery.py"
 
 

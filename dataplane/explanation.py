@@ -1,0 +1,34 @@
+"""`:explain`: the same authorize -> resolve steps as a prediction, then the attribution
+method the version's explanationConfig names (explainers/), then the same bookkeeping."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import explainers
+from core.errors import FailedPrecondition
+from core.payloads import Caller, ModelRef, NumericInstances, PredictRequest
+from dataplane.bookkeeping import touch
+from dataplane.resolution import check_parameters, predict_permission, resolve
+from registry import artifacts
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+
+def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> list[Any]:
+    """One `{"attributions_by_label": [...]}` per instance (explainers/)."""
+    version, predictor = resolve(emu, caller, ref, predict_permission(ref))
+    if not version.explanation_config:
+        raise FailedPrecondition(
+            f"Version {version.name.rsplit('/', 1)[-1]} was not created with an explanationConfig; "
+            "create a version with one to get explanations.")
+    check_parameters(predictor, req.parameters)
+    instances = req.instances
+    if isinstance(instances, NumericInstances):
+        instances = instances.rows()
+    model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
+    explanations = explainers.explain(predictor, version.explanation_config, model_dir,
+                                      instances, req.parameters)
+    touch(emu, version)
+    return explanations

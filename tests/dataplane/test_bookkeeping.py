@@ -1,0 +1,67 @@
+"""The data plane's bookkeeping for answers a model yields item by item: a custom predictor
+that returns a generator keeps streaming over grps (one message per item) while its version's
+requestLoggingConfig still logs the request, with every item, once the stream was sent; ml v1
+`:predict` lists the same generator and logs it too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from observability import request_log
+from tests import modelkit
+
+STREAM_SOURCE = '''
+class WordsPredictor:
+    """'stream: a b' yields its words one by one; anything else, upper-cased."""
+
+    @classmethod
+    def from_path(cls, model_dir):
+        return cls()
+
+    def predict(self, instances, **kwargs):
+        first = instances[0]
+        if first.startswith("stream:"):
+            return (word for word in first[len("stream:"):].split())
+        return [first.upper()]
+'''
+VERSION = "projects/mlemu/models/words/versions/v1"
+
+
+@pytest.fixture
+def client(make_app: Any, tmp_path: Path) -> Any:
+    package = modelkit.custom_package(tmp_path / "pkg", "words_predictor", STREAM_SOURCE,
+                                      kind="dir")
+    config = modelkit.bootstrap_file(tmp_path / "bootstrap.yaml", {"words": {"versions": {"v1": {
+        "deploymentUri": str(modelkit.custom_model_dir(tmp_path / "words")),
+        "predictionClass": "words_predictor.WordsPredictor", "packageUris": [str(package)],
+        "requestLoggingConfig": {"samplingPercentage": 1.0, "bigqueryTableName": "p.d.t"}}}}},
+        project="mlemu")
+    return make_app(config, default_project="mlemu", request_log_sink="store")
+
+
+def logged(client: Any) -> list[tuple[Any, Any]]:
+    client.emu.request_log.drain()
+    return [(json.loads(r["raw_data"]), json.loads(r["raw_prediction"]))
+            for r in request_log.read(client.emu.store, [VERSION], 0)]
+
+
+def test_a_grps_stream_stays_a_stream_and_is_logged_whole(client: Any) -> None:
+    answer = client.post("/grps/v1/infer/predict?model=words-v1&streaming=true",
+                         json={"str_data": "stream: one two three"})
+    assert answer.status_code == 200
+    chunks = [json.loads(chunk) for chunk in answer.response]
+    assert [c["str_data"] for c in chunks] == ["one", "two", "three"]
+    assert logged(client) == [({"instances": ["stream: one two three"]},
+                               {"predictions": ["one", "two", "three"]})]
+
+
+def test_ml_v1_lists_a_generator_and_logs_it(client: Any) -> None:
+    answer = client.post("/v1/projects/mlemu/models/words/versions/v1:predict",
+                         json={"instances": ["stream: a b"]})
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert answer.get_json() == {"predictions": ["a", "b"]}
+    assert logged(client) == [({"instances": ["stream: a b"]}, {"predictions": ["a", "b"]})]
