@@ -27,7 +27,7 @@ try:
     import click
 
     from cli.admin import admin as admin_cli
-    from cli.admin import snapshot_file, snapshot_options
+    from cli.admin import snapshot_options, start_state
     from cli.client import explain as explain_cli
     from cli.client import models as models_cli
     from cli.client import versions as versions_cli
@@ -193,7 +193,7 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
     _check_store(settings)
-    snapshot_file(settings, import_file, restore=True)  # --import, if given
+    start_state(settings, import_file)  # no controls of a past run; --import, if given
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}

@@ -196,6 +196,19 @@ def snapshot_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="Restore this snapshot archive (GET /_mlemu/snapshot) before serving.")(command)
 
 
+def start_state(settings: Settings, import_file: Path | None) -> None:
+    """What `serve` does to the state before any server process starts: the controls of the
+    previous run (fault and timing rules, journal and its settings) cleared, since they belong
+    to one run; then `--import`'s archive restored, if given."""
+    from controls import Controls
+
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    controls = Controls(settings.state_dir)
+    controls.reset()
+    controls.db.close()
+    snapshot_file(settings, import_file, restore=True)
+
+
 def snapshot_file(settings: Settings, path: Path | None, *, restore: bool) -> None:
     """`serve --import` / `--export-on-exit`: an archive in or out of the state directly, with
     no server running (admin/snapshot.py); nothing when `path` is None."""

@@ -120,3 +120,21 @@ def test_the_cli_reports_a_refused_control(tmp_path: Path) -> None:
         assert "400: Invalid fault rule: a rule needs an error" in result.output
     finally:
         stop(proc)
+
+
+def test_a_new_run_of_serve_starts_without_the_last_runs_controls(tmp_path: Path) -> None:
+    proc, url = serve(tmp_path / "s")
+    try:
+        requests.post(f"{url}/_mlemu/faults", json={"delayMs": 1}, timeout=30).raise_for_status()
+        requests.post(f"{url}/v1/projects/p/models", json={"name": "kept"},
+                      timeout=30).raise_for_status()
+        assert json.loads(admin(url, "requests"))["requests"]
+    finally:
+        stop(proc)
+    proc, url = serve(tmp_path / "s")
+    try:
+        assert json.loads(admin(url, "faults", "list")) == {"faults": []}
+        assert json.loads(admin(url, "requests"))["requests"] == []
+        assert requests.get(f"{url}/v1/projects/p/models/kept", timeout=30).status_code == 200
+    finally:
+        stop(proc)
