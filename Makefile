@@ -38,6 +38,9 @@ test: venv system-deps
 # One line each, `package:probe`: the package is installed when no file matches the probe.
 SYSTEM_DEPS += postgresql:/usr/lib/postgresql/*/bin/pg_ctl
 SYSTEM_DEPS += prometheus:/usr/bin/prometheus
+# The console's browser tests (tests/console/): headless Chromium and its WebDriver.
+SYSTEM_DEPS += chromium:/usr/bin/chromium
+SYSTEM_DEPS += chromium-driver:/usr/bin/chromedriver
 APT_GET ?= $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
 system-deps:

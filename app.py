@@ -27,11 +27,11 @@ try:
     import click
 
     from cli.admin import admin as admin_cli
-    from cli.admin import snapshot_options, start_state
     from cli.client import explain as explain_cli
     from cli.client import models as models_cli
     from cli.client import versions as versions_cli
     from cli.jobs import jobs as jobs_cli
+    from cli.state import prepare, snapshot_options
     from core.envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
     from core.settings import SETTINGS, Settings
 except ModuleNotFoundError as _missing:  # the CLI run with a Python without the requirements
@@ -57,13 +57,16 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
     from api.unimplemented import register_unimplemented
+    from api.vertex_api import register_vertex_api, register_vertex_unimplemented
     from boot import build_emulator, configure_logging
+    from console import register as register_console
     from observability.http import ObservedApp
     from protocols.aiplatform import PredictFastPath
     from protocols.aiplatform import bp as aiplatform_bp
     from protocols.grps import bp as grps_bp
     from protocols.tfserving import bp as tfserving_bp
     from protocols.v2 import bp as v2_bp
+    from protocols.vertex_fastpath import VertexPredictFastPath
 
     settings = settings or Settings.from_env()
     configure_logging(settings)
@@ -80,10 +83,13 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp,
                grps_bp, admin_bp):
         flask_app.register_blueprint(bp)
+    register_vertex_api(flask_app)  # Vertex AI (docs/vertex.md)
+    register_console(flask_app)  # /console/ unless MLEMU_CONSOLE=false
     register_authentication(flask_app)
     register_controls(flask_app)  # after authentication: a bad credential is 401 first
     register_fallbacks(flask_app)
-    register_unimplemented(flask_app)  # last: 501 for whatever ml v1 method nothing above serves
+    register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
+    register_vertex_unimplemented(flask_app)  # last: 501 for the Vertex AI methods not served
     # Every request is counted, access-logged and journaled once: Flask's by this middleware...
     emu, vertex = flask_app.extensions["mlemu"], settings.vertex
     routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
@@ -91,18 +97,19 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
                            vertex_routes=routes, journal=emu.controls.record,
                            body_limit=emu.controls.body_limit)
     flask_app.wsgi_app = observed  # type: ignore[method-assign]
-    # ...and outermost, plain :predict requests are served before Flask's per-request machinery
-    # (same steps), counted and logged through the same middleware's begin/end.
-    flask_app.wsgi_app = PredictFastPath(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
+    # ...and outermost, plain :predict requests (ml v1's, Vertex AI's endpoints) are served before
+    # Flask's per-request machinery (same steps), counted and logged through its begin/end.
+    for fast_path in (PredictFastPath, VertexPredictFastPath):
+        flask_app.wsgi_app = fast_path(flask_app.wsgi_app, emu, observed)  # type: ignore[method-assign]
     return flask_app
 
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
 APP_MODULES = ("flask", "api", "api.admin", "api.controls_hook", "api.health", "api.management",
-               "api.metrics", "api.unimplemented", "boot", "emulator", "observability.http",
-               "observability.logs", "protocols.aiplatform", "protocols.grps", "protocols.tfserving",
-               "protocols.v2")
+               "api.metrics", "api.unimplemented", "boot", "console", "emulator",
+               "observability.http", "observability.logs", "protocols.aiplatform", "protocols.grps",
+               "protocols.tfserving", "protocols.v2", "api.vertex_api", "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:
@@ -192,8 +199,7 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    _check_store(settings)
-    start_state(settings, import_file)  # no controls of a past run; --import, if given
+    prepare(settings, import_file)  # the store checked, no controls of a past run, --import
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
@@ -218,18 +224,6 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
 def _absolute(uri: str) -> str:
     """A local path made absolute (gunicorn changes directory); URIs unchanged."""
     return uri if "://" in uri else str(Path(uri).resolve())
-
-
-def _check_store(settings: Settings) -> None:
-    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
-    from core.errors import ApiError
-    from registry.store import open_store
-
-    try:
-        open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
-        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
 
 
 @main.command()

@@ -35,6 +35,8 @@ NAME_PATHS = {
 class Coverage:
     method: discovery.Method
     implemented: bool
+    #: The path is Vertex AI's (docs/vertex.md): its operations under projects/*/locations/*.
+    vertex: bool = False
 
 
 def _rule(path: str) -> str:
@@ -45,13 +47,19 @@ def _sample(path: str) -> str:
     return "/" + re.sub(r"\{\w+\}", "x", path)
 
 
-def _served(app: Flask, path: str, http_method: str) -> bool:
+def _endpoint(app: Flask, path: str, http_method: str) -> str | None:
+    """The view a request to `path` reaches now (None: none)."""
     adapter = app.url_map.bind("localhost")
     try:
         endpoint, _ = adapter.match(_sample(path), method=http_method)
     except (HTTPException, RequestRedirect):
-        return False
-    return not str(endpoint).startswith(ENDPOINT_PREFIX)
+        return None
+    return str(endpoint)
+
+
+def _served(app: Flask, path: str, http_method: str) -> bool:
+    endpoint = _endpoint(app, path, http_method)
+    return endpoint is not None and not endpoint.startswith(ENDPOINT_PREFIX)
 
 
 def _unimplemented_view(method_id: str) -> Any:
@@ -73,7 +81,9 @@ def register_unimplemented(app: Flask) -> None:
             app.add_url_rule(_rule(path), endpoint=f"{ENDPOINT_PREFIX}.{method.id}.{i}",
                              view_func=_unimplemented_view(method.id),
                              methods=[method.http_method])
-        rows.append(Coverage(method, implemented=not missing))
+        served = [_endpoint(app, p, method.http_method) or "" for p in paths if p not in missing]
+        rows.append(Coverage(method, implemented=not missing,
+                             vertex=bool(served) and all(e.startswith("vertex_") for e in served)))
     app.extensions["mlemu_ml_v1_coverage"] = rows
 
 

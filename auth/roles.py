@@ -1,4 +1,5 @@
-"""Predefined IAM roles as data: role name -> the permissions it grants (the `ml.*` part).
+"""Predefined IAM roles as data: role name -> the permissions it grants (the `ml.*` part, and
+Vertex AI's `aiplatform.*` permissions that mlemu checks).
 
 Sources (the real lists, as Google publishes them):
 - https://cloud.google.com/iam/docs/roles-permissions/ml (roles/ml.*), mirrored as JSON per role in
@@ -44,7 +45,28 @@ _VIEWER = frozenset({
     "ml.trials.list", "ml.versions.get", "ml.versions.list", "resourcemanager.projects.get",
 })
 
+#: Vertex AI's permissions that mlemu checks, and its predefined roles' share of them
+#: (https://cloud.google.com/vertex-ai/docs/general/access-control: Vertex AI Administrator has
+#: every aiplatform.* permission, Vertex AI User uses every resource (upload, deploy, predict),
+#: Vertex AI Viewer reads).
+_VERTEX_READ = frozenset({
+    "aiplatform.batchPredictionJobs.get", "aiplatform.batchPredictionJobs.list",
+    "aiplatform.endpoints.get", "aiplatform.endpoints.list", "aiplatform.models.get",
+    "aiplatform.models.list", "aiplatform.operations.get", "aiplatform.operations.list",
+})
+VERTEX_PERMISSIONS = _VERTEX_READ | {
+    "aiplatform.batchPredictionJobs.cancel", "aiplatform.batchPredictionJobs.create",
+    "aiplatform.batchPredictionJobs.delete",
+    "aiplatform.endpoints.create", "aiplatform.endpoints.delete", "aiplatform.endpoints.deploy",
+    "aiplatform.endpoints.explain", "aiplatform.endpoints.predict", "aiplatform.endpoints.undeploy",
+    "aiplatform.endpoints.update", "aiplatform.models.delete", "aiplatform.models.update",
+    "aiplatform.models.upload", "aiplatform.operations.cancel", "aiplatform.operations.delete",
+}
+
 PREDEFINED: Mapping[str, frozenset[str]] = {
+    "roles/aiplatform.admin": VERTEX_PERMISSIONS | _PROJECT,
+    "roles/aiplatform.user": VERTEX_PERMISSIONS | _PROJECT,
+    "roles/aiplatform.viewer": _VERTEX_READ | _PROJECT,
     "roles/ml.admin": ML_PERMISSIONS | _PROJECT,
     "roles/ml.editor": (ML_PERMISSIONS - _SET_IAM) | _PROJECT,
     # No version create/update/delete and no model update/delete: developers deploy through
@@ -63,10 +85,10 @@ PREDEFINED: Mapping[str, frozenset[str]] = {
     "roles/ml.operationOwner": frozenset(_OPERATIONS),
     "roles/ml.jobOwner": frozenset(_JOBS),
     # Basic roles, ml.* part. Viewer reads and sends online predictions.
-    "roles/viewer": _VIEWER | {"ml.jobs.getIamPolicy", "ml.models.getIamPolicy",
-                               "ml.models.predict", "ml.versions.predict"},
-    "roles/editor": (ML_PERMISSIONS - _SET_IAM) | _PROJECT,
-    "roles/owner": ML_PERMISSIONS | _PROJECT | {"mlemu.admin"},
+    "roles/viewer": _VIEWER | _VERTEX_READ | {"ml.jobs.getIamPolicy", "ml.models.getIamPolicy",
+                                              "ml.models.predict", "ml.versions.predict"},
+    "roles/editor": (ML_PERMISSIONS - _SET_IAM) | VERTEX_PERMISSIONS | _PROJECT,
+    "roles/owner": ML_PERMISSIONS | VERTEX_PERMISSIONS | _PROJECT | {"mlemu.admin"},
     # Not a Google role: the emulator's own controls (/_mlemu/, docs/controls.md).
     "roles/mlemu.admin": frozenset({"mlemu.admin"}),
 }

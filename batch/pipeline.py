@@ -10,6 +10,8 @@
               (outputDataFormat CSV: rows in -SSSSS-of-NNNNN.csv shards, and each worker's
               column keys -> Sample one -> WriteToText(prediction.results_header.csv))
   -> errors:  Count.PerElement(message) -> WriteToText(outputPath/prediction.errors_stats)
+  (a Vertex AI job, JobSpec.layout "vertex": {"instance", "prediction"} lines in
+   predictions_SSSSS.jsonl, {"instance", "error"} lines in errors_SSSSS.jsonl)
 
 Every stage of a job's records is fused: a worker reads its ranges, predicts and writes its own
 shard; only ranges, shard names, error messages and counts pass through the runner.
@@ -34,7 +36,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from batch import records, sources
+from batch import records, sources, vertex_records
 from batch.forkserver import ForkServer
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
@@ -120,7 +122,24 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         if self.progress is not None:
             os.write(self.progress, f"{len(done)} {len(failed)}\n".encode())
 
+    def _vertex(self, element: list[bytes]) -> Any:
+        size = self.spec.batch_size
+        for start in range(0, len(element), size):
+            lines, bad, predicted = vertex_records.predict_batch(
+                self.decoder, self._predict, element[start:start + size])
+            if self.progress is not None:
+                os.write(self.progress, f"{predicted} {len(bad)}\n".encode())
+            self.predicted.inc(predicted)
+            self.failed.inc(len(bad))
+            if lines:
+                yield "\n".join(lines)
+            for line in bad:
+                yield beam.pvalue.TaggedOutput(ERRORS, line)
+
     def process(self, element: list[bytes]) -> Any:
+        if self.spec.layout == "vertex":
+            yield from self._vertex(element)
+            return
         rows: list[Any] = []
         bad: list[str] = []
         size = self.spec.batch_size
@@ -200,6 +219,12 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
                    ERRORS, KEYS, main="results"))
     out = _local(spec.output_path)
     join = posixpath.join if "://" in out else os.path.join
+    if spec.layout == "vertex":  # predictions_00000.jsonl, errors_00000.jsonl (records.py)
+        _ = outputs.results | "Write results" >> beam.io.WriteToText(
+            join(out, "predictions"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
+        _ = outputs[ERRORS] | "Write errors" >> beam.io.WriteToText(
+            join(out, "errors"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
+        return
     results = join(out, RESULTS_BASENAME)
     if spec.output_format == "CSV":
         _ = outputs.results | "Write results" >> beam.io.WriteToText(

@@ -40,6 +40,9 @@ class JobSpec:
     #: A file the workers append one line per predicted batch to (local runners only).
     progress_path: str = ""
     storage_emulator_host: str = ""
+    #: Whose files: "ml" (AI Platform's prediction.results-*, errors_stats) or "vertex"
+    #: (Vertex AI's predictions_NNNNN.jsonl and errors_NNNNN.jsonl, batch/records.py).
+    layout: str = "ml"
 
     @property
     def forked_workers(self) -> bool:

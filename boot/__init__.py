@@ -12,6 +12,7 @@ import threading
 
 import auth
 from controlplane import job_work, operation_work
+from controlplane.vertex import batch_work as vertex_batch_work
 from controls import Controls
 from core.settings import Settings
 from emulator import Emulator
@@ -74,6 +75,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu.tasks.hold = emu.controls.timing.hold  # timing rules (controls/timing.py) gate every task type
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
+    vertex_batch_work.register(emu.tasks)  # Vertex AI's batch prediction jobs, likewise
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

@@ -109,6 +109,7 @@ SETTINGS = (
     Var("trace_project", ("MLEMU_TRACE_PROJECT", "GOOGLE_CLOUD_PROJECT")),
     Var("metrics", ("MLEMU_METRICS",), BOOLEAN),
     Var("metrics_public", ("MLEMU_METRICS_PUBLIC",), BOOLEAN),
+    Var("console", ("MLEMU_CONSOLE",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
 )
 
@@ -187,6 +188,8 @@ class Settings:
     metrics: bool = True
     #: GET /metrics without credentials when IAM is enforced (always open with IAM off).
     metrics_public: bool = False
+    #: The web console at /console/ (console/); off answers 404 there.
+    console: bool = True
     #: auto (BigQuery with Google credentials, else the store), bigquery or store.
     request_log_sink: str = "auto"
 

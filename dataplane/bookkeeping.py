@@ -22,11 +22,13 @@ LAST_USE_INTERVAL_S = 60.0
 
 
 def finish(emu: Emulator, version: Version, request: Any, parameters: dict[str, Any],
-           answer: Any) -> Any:
+           answer: Any, *, stored: bool = True) -> Any:
     """Record a served request (`request` and `answer` as the model saw and gave them) and
     return the answer. An answer the model yields item by item stays a stream: its row is
-    logged once the stream is consumed, with every item."""
-    touch(emu, version)
+    logged once the stream is consumed, with every item. `stored`: `version` is an ml v1
+    Version in the store, whose lastUseTime is kept."""
+    if stored:
+        touch(emu, version)
     config = version.extra.get("requestLoggingConfig")
     if not config:
         return answer

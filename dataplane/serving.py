@@ -45,16 +45,24 @@ T = TypeVar("T")
 def predict(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> PredictResponse:
     """Instances in, predictions out: authorize -> resolve -> batch -> model -> bookkeeping."""
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
+    return predict_resolved(emu, version, predictor, req)
+
+
+def predict_resolved(emu: Emulator, version: Version, predictor: Predictor, req: PredictRequest,
+                     *, stored: bool = True) -> PredictResponse:
+    """The prediction once a surface resolved what serves it (`resolve`, or Vertex AI's endpoint
+    routing in dataplane/vertex.py): parameters checked, batched, bookkept, logged. `stored`:
+    the version is an ml v1 Version in the store (its lastUseTime is kept)."""
     check_parameters(predictor, req.parameters)
     instances = req.instances
     if isinstance(instances, NumericInstances):
         instances = instances.array if predictor.takes_array(req.parameters) else instances.rows()
-    predictions = run_instances(emu, version, predictor, instances, req.parameters)
+    predictions = run_instances(emu, version, predictor, instances, req.parameters, stored=stored)
     return PredictResponse(predictions=predictions, version_name=version.name)
 
 
 def run_instances(emu: Emulator, version: Version, predictor: Predictor, instances: Any,
-                  parameters: dict[str, Any]) -> Any:
+                  parameters: dict[str, Any], *, stored: bool = True) -> Any:
     """`predictor.predict(instances, **parameters)`, merged with concurrent requests where it
     may be (a batchable predictor, batching on, no parameters of the request's own)."""
     if hasattr(instances, "__len__"):  # the request journal's instance count (controls/)
@@ -68,7 +76,7 @@ def run_instances(emu: Emulator, version: Version, predictor: Predictor, instanc
         predictions = batcher.predict(instances)
     else:
         predictions = predictor.predict(instances, **parameters)
-    return finish(emu, version, instances, parameters, predictions)
+    return finish(emu, version, instances, parameters, predictions, stored=stored)
 
 
 def _observer(emu: Emulator, version: Version) -> Callable[[], BatchObserver | None] | None:

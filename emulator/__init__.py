@@ -21,7 +21,7 @@ from core.errors import ApiError
 from core.settings import Settings
 from observability.metrics import Instruments
 from observability.request_log import RequestLogger
-from registry import artifacts
+from registry import artifacts, vertex_serving
 from registry.deployments import Deployments
 from registry.resources import Version
 from registry.store import Store
@@ -59,6 +59,9 @@ class Emulator:
     #: puts back (admin/reset.py).
     baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = dataclasses.field(
         default_factory=dict, repr=False, compare=False)
+    #: Vertex AI endpoints' seeded traffic-split routers (registry/vertex_serving.py).
+    vertex_routers: vertex_serving.Routers = dataclasses.field(
+        default_factory=vertex_serving.Routers, repr=False, compare=False)
     #: (store change token, versions held) at the last prune_deployments (on_tick's thread only).
     pruned_at: tuple[object, frozenset[tuple[str, str]]] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
@@ -128,6 +131,8 @@ class Emulator:
             return
 
         def current_uid(name: str) -> str | None:
+            if vertex_serving.parse_serving_key(name) is not None:  # a Vertex AI deployment
+                return vertex_serving.deployed_uid(self.store, name)
             version = self.store.get_version(name)
             return version.uid if version is not None else None
 

@@ -127,15 +127,18 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
     return entry
 
 
-def explain(predictor: Predictor, explanation_config: Any, model_dir: str, instances: list[Any],
-            parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED) -> list[dict[str, Any]]:
-    """One `{"attributions_by_label": [...]}` per instance."""
+def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None,
+            instances: list[Any], parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED,
+            meta: metadata.Metadata | None = None) -> list[dict[str, Any]]:
+    """One `{"attributions_by_label": [...]}` per instance. The metadata is `meta` when given
+    (Vertex AI's explanationSpec carries it inline), else the model directory's file."""
     method = config.parse(explanation_config)
     if method.name == config.XRAI:
         raise Unimplemented("xraiAttribution is not implemented by mlemu; create the version with "
                             "integratedGradientsAttribution to explain image models.")
     config.check_framework(method, predictor.framework)
-    meta = metadata.load(model_dir)
+    if meta is None:
+        meta = metadata.load(model_dir or "")
     layout = features.layout(meta, predictor, parameters.get("signature_name"))
     rng = np.random.default_rng(seed)
     return [{"attributions_by_label": [

@@ -1,4 +1,5 @@
-"""mlemu's gRPC server: V2 `inference.GRPCInferenceService` and grps `GrpsService` on one port.
+"""mlemu's gRPC server: V2 `inference.GRPCInferenceService`, grps `GrpsService` and Vertex AI's
+`PredictionService` (protocols/vertex_grpc.py) on one port.
 
 Both services run over the same dataplane, registry and settings as the HTTP app (protocols/
 v2_grpc.py, protocols/grps_grpc.py). `python app.py serve` starts this as its own process beside
@@ -86,6 +87,7 @@ class GrpcServer:
 
     async def _build(self, emu: Emulator, port: int | None,
                      reuse_port: bool) -> tuple[Any, int]:
+        from protocols import vertex_grpc
         from protocols.grps_grpc import GrpsServicer
         from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2_grpc
         from protocols.v2_grpc import V2Servicer
@@ -102,6 +104,9 @@ class GrpcServer:
         grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(V2Servicer(emu),
                                                                             services)
         grps_pb2_grpc.add_GrpsServiceServicer_to_server(GrpsServicer(emu), services)
+        vertex = vertex_grpc.handlers(emu)  # Vertex AI PredictionService, when its SDK is there
+        if vertex is not None:
+            services.methods[vertex_grpc.SERVICE] = vertex
         # Always observed: the request journal (controls/) records every call.
         observer = Observer(emu.instruments, emu.controls.record)
         for service, handlers in services.methods.items():

@@ -1,7 +1,9 @@
 """Custom prediction routines: a user's `module.Class` loaded from the version's own packages.
 
 The class needs `from_path(cls, model_dir)` and `predict(self, instances, **kwargs)`, exactly as
-AI Platform's custom prediction routines. Packages are made importable for this load only: their
+AI Platform's custom prediction routines; or, for Vertex AI's Custom Prediction Routines,
+`load(artifacts_uri)` and `predict(...)` (with optional `preprocess`/`postprocess`:
+RoutinePredictor). Packages are made importable for this load only: their
 import roots go on sys.path while the module is imported and `from_path` runs (so pickles that
 reference user classes resolve), then come off again, and the modules they provided are dropped
 from sys.modules, so two versions may ship modules with the same name. Nothing is installed into
@@ -53,6 +55,43 @@ class CustomPredictor(Predictor):
         return self._user
 
 
+class RoutinePredictor(CustomPredictor):
+    """A Vertex AI Custom Prediction Routine (google-cloud-aiplatform's prediction.Predictor
+    contract: `load(artifacts_uri)`, then `postprocess(predict(preprocess(request body)))`,
+    google/cloud/aiplatform/prediction/predictor.py): the request body it sees is
+    `{"instances": [...]}` plus `"parameters"` when there are any, and the `predictions` of the
+    body it answers are the predictions (the whole answer when it has none)."""
+
+    def __init__(self, user_predictor: Any, class_path: str) -> None:
+        super().__init__(user_predictor, class_path)
+        identity = lambda value: value  # noqa: E731 - the steps a routine may leave out
+        self._pre = getattr(user_predictor, "preprocess", identity)
+        self._post = getattr(user_predictor, "postprocess", identity)
+        self._predict = self._routine
+
+    def _routine(self, instances: list[Any], **parameters: Any) -> Any:
+        body: dict[str, Any] = {"instances": instances}
+        if parameters:
+            body["parameters"] = parameters
+        answer = self._post(self._user.predict(self._pre(body)))
+        return answer["predictions"] if isinstance(answer, dict) and "predictions" in answer \
+            else answer
+
+
+def _load_routine(user_cls: Any, model_dir: str, prediction_class: str) -> CustomPredictor:
+    """A Custom Prediction Routine's class: instantiated without arguments, then loaded with the
+    model directory as its artifacts URI."""
+    try:
+        user_obj = user_cls()
+        user_obj.load(model_dir)
+    except Exception as exc:  # noqa: BLE001 - the routine's own failure, reported as a load error
+        raise ModelLoadError(
+            f"{prediction_class}.load() failed: {type(exc).__name__}: {exc}") from None
+    if not callable(getattr(user_obj, "predict", None)):
+        raise ModelLoadError(f"{prediction_class} has no predict().")
+    return RoutinePredictor(user_obj, prediction_class)
+
+
 def _under(path: str | None, roots: Sequence[str]) -> bool:
     if not path:
         return False
@@ -96,6 +135,9 @@ def load(model_dir: str, prediction_class: str, import_roots: Sequence[str]) -> 
                     f"Module {module_name!r} has no class {class_name!r} (predictionClass "
                     f"{prediction_class!r})."
                 )
+            if not callable(getattr(user_cls, "from_path", None)) and \
+                    callable(getattr(user_cls, "load", None)):
+                return _load_routine(user_cls, model_dir, prediction_class)
             for method in ("from_path", "predict"):
                 if not callable(getattr(user_cls, method, None)):
                     raise ModelLoadError(

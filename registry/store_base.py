@@ -28,9 +28,11 @@ log = logging.getLogger("mlemu.store")
 #: registry/tasks.py. "jobs" holds batch prediction jobs (registry/jobs.py; a kind added within
 #: schema version 1: its table is created on open, and older code never reads it), as does
 #: "request_logs", the local request-response log rows of each version
-#: (observability/request_log.py). A backend needs nothing beyond get/children/put/delete and
-#: transaction().
-KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs", "request_logs")
+#: (observability/request_log.py). The vertex_* kinds hold Vertex AI's models, endpoints,
+#: operations and batch prediction jobs (registry/vertex_resources.py). A backend needs nothing
+#: beyond get/children/put/delete and transaction().
+KINDS = ("models", "versions", "operations", "policies", "tasks", "jobs", "request_logs",
+         "vertex_models", "vertex_endpoints", "vertex_operations", "vertex_batch_jobs")
 
 
 class Store(abc.ABC):

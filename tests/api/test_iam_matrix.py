@@ -27,6 +27,7 @@ ROW = [[5.1, 3.5, 1.4, 0.2]]
 V2_BODY = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": ROW}]}
 GRPS = {"data": json.dumps({"ndarray": ROW}), "content_type": "application/json"}
 M = "/v1/projects/p/models/m"
+L = "/v1/projects/p/locations/us-central1"
 
 #: (HTTP method, path, request kwargs, permission the route needs or None for "any verified
 #: caller", where the permission is checked: "project" or "model" (the model or a version)).
@@ -96,6 +97,24 @@ ROUTES: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     ("GET", "/grps/v1/metadata/server", {}, "ml.models.list", "project"),
     # grps online changes what every caller sees (issue 17); offline has its own test
     ("GET", "/grps/v1/health/online", {}, "ml.models.update", "project"),
+    # Vertex AI (aiplatform.* permissions, checked on the project: docs/vertex.md)
+    ("POST", f"{L}/models:upload", {"json": {"model": {}}}, "aiplatform.models.upload", "project"),
+    ("GET", f"{L}/models", {}, "aiplatform.models.list", "project"),
+    ("GET", f"{L}/models/ghost", {}, "aiplatform.models.get", "project"),
+    ("PATCH", f"{L}/models/ghost", {"json": {}}, "aiplatform.models.update", "project"),
+    ("DELETE", f"{L}/models/ghost", {}, "aiplatform.models.delete", "project"),
+    ("POST", f"{L}/endpoints", {"json": {}}, "aiplatform.endpoints.create", "project"),
+    ("GET", f"{L}/endpoints", {}, "aiplatform.endpoints.list", "project"),
+    ("GET", f"{L}/endpoints/ghost", {}, "aiplatform.endpoints.get", "project"),
+    ("DELETE", f"{L}/endpoints/ghost", {}, "aiplatform.endpoints.delete", "project"),
+    ("POST", f"{L}/endpoints/ghost:deployModel", {"json": {}}, "aiplatform.endpoints.deploy",
+     "project"),
+    ("POST", f"{L}/endpoints/ghost:undeployModel", {"json": {}}, "aiplatform.endpoints.undeploy",
+     "project"),
+    ("POST", f"{L}/endpoints/ghost:predict", {"json": {"instances": ROW}},
+     "aiplatform.endpoints.predict", "project"),
+    ("GET", f"{L}/operations", {}, "aiplatform.operations.list", "project"),
+    ("GET", f"{L}/operations/ghost", {}, "aiplatform.operations.get", "project"),
 ]
 HEALTH = ["/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", "/grps/v1/health/live",
           "/grps/v1/health/ready"]

@@ -4,6 +4,7 @@ block as written and checks what its comments say it prints."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,17 +14,18 @@ import pytest
 import yaml
 
 from tests import iamkit
-from tests.conftest import start_server, stop_server
+from tests.conftest import ROOT, start_server, stop_server
 from tests.docs import examples
 from tests.docs.examples import Block
 
 pytestmark = pytest.mark.slow
 
 
-def run_python(block: Block, url: str, cwd: Path) -> None:
+def run_python(block: Block, url: str, cwd: Path, env: dict[str, str] | None = None,
+               timeout: float = 120) -> None:
     code = block.text.replace("http://127.0.0.1:8080", url)
     run = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=timeout, env=None if env is None else {**os.environ, **env})
     assert run.returncode == 0, (block.where, run.stderr)
     printed = [examples.python_value(line) for line in run.stdout.splitlines()]
     expected = [examples.python_value(line) for line in examples.python_expectations(block.text)]
@@ -50,7 +52,27 @@ def iam(block: Block, tmp_path: Path) -> None:
         stop_server(server.proc)
 
 
-SETUPS: dict[str, Callable[[Block, Path], None]] = {"iam": iam}
+def vertex(block: Block, tmp_path: Path) -> None:
+    """docs/vertex.md: the demo's models (as `make serve` trains them), a Cloud Storage emulator
+    with the `staging` bucket, and a server reading it; the example runs from the clone with
+    STORAGE_EMULATOR_HOST set, as the page says."""
+    from tests.services import StorageEmulator
+
+    subprocess.run([sys.executable, str(ROOT / "demo" / "make_models.py")], check=True)
+    gcs = StorageEmulator(tmp_path)
+    try:
+        gcs.client().create_bucket("staging")  # type: ignore[attr-defined]
+        env = {"STORAGE_EMULATOR_HOST": gcs.host}
+        server = start_server(tmp_path / "state", env=env)
+        try:
+            run_python(block, server.url, ROOT, env, timeout=300)
+        finally:
+            stop_server(server.proc)
+    finally:
+        gcs.stop()
+
+
+SETUPS: dict[str, Callable[[Block, Path], None]] = {"iam": iam, "vertex": vertex}
 BLOCKS = examples.example_blocks("setup")
 
 

@@ -16,14 +16,14 @@ LAYERS = {
     "controls": 1,
     "emulator": 2,
     "dataplane": 3, "controlplane": 3, "admin": 3,
-    "api": 4, "protocols": 4, "web": 4,
+    "api": 4, "protocols": 4, "web": 4, "console": 4,
     "app": 5, "boot": 5, "grpcserve": 5, "cli": 5,
 }
 #: What may stand at the top level besides the packages above (DESIGN.md's layout).
 ROOT_FILES = {"app.py"}
 ROOT_PACKAGES_OUTSIDE_LAYERS = {"deploy", "tests", "bench", "tools", "demo", "protos", "docs",
                                 "pytest_mlemu"}
-FLASK_ALLOWED = {"app", "api", "protocols", "web"}
+FLASK_ALLOWED = {"app", "api", "protocols", "web", "console"}
 
 
 def _source_files():

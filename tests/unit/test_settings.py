@@ -40,7 +40,8 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     model_roots=("/m1", "/m2"), allowed_buckets=("b1",),
                     data_roots=("/d1",),
                     log_format="json", access_log=False, trace_project="gcp-project",
-                    metrics=False, metrics_public=True, request_log_sink="store")
+                    metrics=False, metrics_public=True, request_log_sink="store",
+                    console=False)
     bare = VertexSettings(health_route="/h", predict_route="/p", storage_uri="/m")
     for settings in (Settings(), full, Settings(vertex=vertex, grpc_port=8081),
                      Settings(vertex=bare, grpc_port=0)):

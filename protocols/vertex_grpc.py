@@ -1,0 +1,147 @@
+"""Vertex AI `google.cloud.aiplatform.v1.PredictionService` over gRPC: Predict, RawPredict and
+Explain, for the GAPIC clients (Python's PredictionServiceClient, and the Go and Java SDKs, which
+default to gRPC) over an insecure channel to mlemu's gRPC port.
+
+The messages are the protobuf descriptors google-cloud-aiplatform ships
+(google/cloud/aiplatform_v1/types/prediction_service.py, from googleapis/googleapis
+google/cloud/aiplatform/v1/prediction_service.proto); they are imported only when the gRPC server
+starts, and the service is left out (with a log line) where that package is not installed.
+Requests go through the same use cases as REST (dataplane/vertex.py). Errors are gRPC statuses
+with the error's canonical code and message; RawPredict names the deployed model in its initial
+metadata (x-vertex-ai-* keys, as rawPredict's REST headers do).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+import auth
+from core import wirejson
+from core.errors import ApiError, InvalidArgument
+from core.payloads import PredictRequest
+from dataplane import vertex as vertex_dataplane
+from protocols.aiplatform import encode_predictions
+from protocols.v2_grpc import InvocationHeaders
+from protocols.vertex import decode_vertex_predict
+
+if TYPE_CHECKING:
+    from emulator import Emulator
+
+log = logging.getLogger("mlemu.vertex.grpc")
+SERVICE = "google.cloud.aiplatform.v1.PredictionService"
+
+
+def _rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+    """ApiError -> its gRPC status; anything else -> INTERNAL without a traceback."""
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except ApiError as exc:
+            context.abort(grpc.StatusCode[exc.code.name], exc.message)
+        except Exception:
+            log.exception("Vertex AI gRPC call failed unexpectedly")
+            context.abort(grpc.StatusCode.INTERNAL, "Internal error encountered.")
+    return wrapper
+
+
+class VertexPredictionServicer:
+    def __init__(self, emu: Emulator, types: Any) -> None:
+        from google.protobuf import json_format
+
+        self.emu, self.types, self.json_format = emu, types, json_format
+
+    def _caller(self, context: grpc.ServicerContext) -> Any:
+        return auth.identify(self.emu, InvocationHeaders(context))
+
+    def _as_dict(self, message: Any) -> dict[str, Any]:
+        return dict(self.json_format.MessageToDict(message))
+
+    def _message(self, cls: Any, body: dict[str, Any]) -> Any:
+        # Predictions pass through JSON once (NaN/Infinity as the REST answer writes them).
+        return self.json_format.ParseDict(json.loads(wirejson.dumps(body)), cls())
+
+    @_rpc
+    def Predict(self, request: Any, context: grpc.ServicerContext) -> Any:
+        caller = self._caller(context)
+        vertex_dataplane.admit(self.emu, caller, request.endpoint)
+        body = self._as_dict(request)
+        req = decode_vertex_predict({k: body[k] for k in ("instances", "parameters") if k in body})
+        target, result = vertex_dataplane.predict(self.emu, caller, request.endpoint, req)
+        return self._message(self.types.PredictResponse, {
+            "predictions": encode_predictions(result.predictions),
+            **vertex_dataplane.identity(target)})
+
+    @_rpc
+    def RawPredict(self, request: Any, context: grpc.ServicerContext) -> Any:
+        caller = self._caller(context)
+        vertex_dataplane.admit(self.emu, caller, request.endpoint)
+        try:
+            body = wirejson.loads(request.http_body.data)
+        except wirejson.DecodeError as exc:
+            raise InvalidArgument(f"The model server takes a JSON body: {exc}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
+            raise InvalidArgument('The model server takes a JSON body {"instances": [...]}.')
+        target, result = vertex_dataplane.predict(
+            self.emu, caller, request.endpoint,
+            PredictRequest(body["instances"], body.get("parameters") or {}))
+        context.send_initial_metadata(tuple(
+            (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
+        answer = self.types.HttpBody()
+        answer.content_type = "application/json"
+        answer.data = wirejson.dumps({"predictions": encode_predictions(result.predictions)})
+        return answer
+
+    @_rpc
+    def Explain(self, request: Any, context: grpc.ServicerContext) -> Any:
+        caller = self._caller(context)
+        vertex_dataplane.admit(self.emu, caller, request.endpoint, vertex_dataplane.EXPLAIN)
+        body = self._as_dict(request)
+        req = decode_vertex_predict({k: body[k] for k in ("instances", "parameters") if k in body})
+        target, predictions, explanations = vertex_dataplane.explain(
+            self.emu, caller, request.endpoint, req, body.get("deployedModelId") or None,
+            body.get("explanationSpecOverride"))
+        return self._message(self.types.ExplainResponse, {
+            "explanations": explanations, "deployedModelId": target.deployed_model_id,
+            "predictions": encode_predictions(predictions)})
+
+
+class _Types:
+    """The raw protobuf classes of the messages this service exchanges."""
+
+    def __init__(self) -> None:
+        from google.api import httpbody_pb2
+        from google.cloud.aiplatform_v1.types import prediction_service
+
+        self.PredictRequest = prediction_service.PredictRequest.pb()
+        self.PredictResponse = prediction_service.PredictResponse.pb()
+        self.RawPredictRequest = prediction_service.RawPredictRequest.pb()
+        self.ExplainRequest = prediction_service.ExplainRequest.pb()
+        self.ExplainResponse = prediction_service.ExplainResponse.pb()
+        self.HttpBody = httpbody_pb2.HttpBody
+
+
+def handlers(emu: Emulator) -> dict[str, grpc.RpcMethodHandler] | None:
+    """The service's method handlers (None: google-cloud-aiplatform is not installed)."""
+    try:
+        types = _Types()
+    except ImportError:
+        log.info("google-cloud-aiplatform is not installed: Vertex AI's PredictionService is not "
+                 "served over gRPC")
+        return None
+    servicer = VertexPredictionServicer(emu, types)
+
+    def unary(behavior: Callable[..., Any], request: Any, response: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            behavior, request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString)
+
+    return {"Predict": unary(servicer.Predict, types.PredictRequest, types.PredictResponse),
+            "RawPredict": unary(servicer.RawPredict, types.RawPredictRequest, types.HttpBody),
+            "Explain": unary(servicer.Explain, types.ExplainRequest, types.ExplainResponse)}
