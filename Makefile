@@ -4,16 +4,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos system-deps soak
+.PHONY: serve test lint bench bench-quick bench-deps image image-test clean venv demo protos system-deps soak \
+	wheel
 
 GENERATED := protocols/_generated/__init__.py
 
 venv: $(VENV)/.installed $(GENERATED)
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt requirements-beam.txt
+# The pinned requirements, then mlemu itself, editable (pyproject.toml, setup.py): .venv/bin/mlemu
+# runs this checkout's code. No build isolation: the build uses the pinned setuptools and
+# grpcio-tools just installed (and compiles protocols/_generated, as `make protos`).
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt requirements-beam.txt \
+		pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt -r requirements-beam.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 # gRPC/protobuf modules from protos/*.proto (grpcio-tools), into the gitignored protocols/_generated.
@@ -22,6 +28,10 @@ protos: $(GENERATED)
 $(GENERATED): protos/grpc_predict_v2.proto protos/grps.proto protocols/protos.py $(VENV)/.installed
 	$(PY) -m protocols.protos
 
+# mlemu as a wheel in dist/ (what a remote Beam runner's workers install: docs/install.md).
+wheel: venv
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
+
 demo: venv
 	$(PY) demo/make_models.py
 
@@ -29,7 +39,7 @@ serve: demo
 	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
 	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
 	@echo "Manage them from another terminal: ./mlemu models list --url http://127.0.0.1:$(PORT)"
-	MLEMU_PROJECT=demo $(PY) app.py serve --config demo/bootstrap.yaml --port $(PORT)
+	MLEMU_PROJECT=demo $(VENV)/bin/mlemu serve --config demo/bootstrap.yaml --port $(PORT)
 
 test: venv system-deps
 	$(PY) -m pytest
@@ -93,4 +103,5 @@ image-test:
 	bash deploy/image_test.sh $(IMAGE)
 
 clean:
-	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache protocols/_generated
+	rm -rf mlemu-state demo/models .pytest_cache .mypy_cache .ruff_cache protocols/_generated build dist \
+		mlemu.egg-info

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
     """How to fix a run with a Python that lacks mlemu's requirements (e.g. the system one)."""
     return (f"mlemu: Python module {exc.name!r} is missing from {sys.executable}. Run mlemu "
             f"with its virtualenv: `./mlemu ...` (creates .venv on first use), or `make venv` "
-            f"once and then `.venv/bin/python app.py ...`.")
+            f"once and then `.venv/bin/mlemu ...`.")
 
 
 try:
@@ -114,7 +113,7 @@ APP_MODULES = ("flask", "api", "api.admin", "api.controls_hook", "api.health", "
 
 def import_app_modules() -> None:
     """Import the app's modules without building it: nothing is opened and no thread starts
-    (tests/unit/test_preload.py checks), so this is safe before a fork."""
+    (tests/predictors/test_preload.py checks), so this is safe before a fork."""
     import importlib
 
     for name in APP_MODULES:
@@ -199,13 +198,15 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
         settings = settings.replace(vertex=dataclasses.replace(
             vertex, storage_uri=_absolute(vertex.storage_uri),
             package_uris=tuple(_absolute(uri) for uri in vertex.package_uris)))
-    prepare(settings, import_file)  # the store checked, no controls of a past run, --import
+    from cli import preflight
+
+    preflight.check_start(settings)
+    prepare(settings, import_file)  # no controls of a past run; --import, if given
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
     if settings.metrics:  # every process writes its metrics here (observability/metrics.py)
-        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
-        settings.metrics_dir.mkdir(parents=True)
+        preflight.empty_metrics_dir(settings.metrics_dir)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
@@ -284,7 +285,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
     """
     import json
 
-    from observability import request_log
+    from observability import request_log, request_log_store
     from registry import names
     from registry.store import open_store
 
@@ -299,7 +300,7 @@ def request_logs(model: str, version_id: str | None, limit: int, state_dir: str 
             raise click.ClickException(f"Model {model_name} not found.")
         versions = ([f"{model_name}/versions/{version_id}"] if version_id
                     else [v.name for v in store.list_versions(model_name)])
-        for row in request_log.read(store, versions, limit):
+        for row in request_log_store.newest(store, versions, limit):  # one row read at a time
             click.echo(json.dumps({field: row.get(field) for field in request_log.FIELDS}))
     finally:
         store.close()

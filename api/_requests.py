@@ -14,6 +14,7 @@ from flask import Blueprint, current_app, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import BaseConverter
 
+import auth
 from core.errors import InvalidArgument
 from core.payloads import Caller
 from web.google import check_standard_params
@@ -39,7 +40,12 @@ def context() -> tuple[Any, Caller]:
 
 
 def body(required: bool = True) -> Any:
+    """The request's JSON body, read only once the caller is known: in IAM mode `enforce` an
+    anonymous caller is refused (401) before a byte is decoded, unless a policy of the path's
+    project grants `allUsers` something, as the predict routes refuse before the body."""
     emu = current_app.extensions["mlemu"]
+    project = (request.view_args or {}).get("project") or emu.settings.default_project
+    auth.require_identity_unless_public(emu, request_caller(), f"projects/{project}")
     data = read_body(emu.settings.max_request_bytes)
     if not data.strip() and not required:
         return None

@@ -3,7 +3,10 @@
   GET /healthz  -> 200 {"status": "ok", "pid": <worker pid>, "project": <default project>} while
                    the process serves (the CLI reads `project` when given none)
   GET /readyz   -> 200 {"status": "ready"} once the bootstrap models are loaded and the store is
-                   usable; else 503 {"status": "loading"} or {"status": "unavailable", "error"}
+                   usable; 200 {"status": "degraded", "problems": [...]} when predictions are
+                   served but something is not (a full state disk: changes answer 503; metrics
+                   held in memory), so a load balancer keeps sending predictions; else 503
+                   {"status": "loading"} or {"status": "unavailable", "error"}
 """
 
 from __future__ import annotations
@@ -31,5 +34,8 @@ def readyz() -> Response:
     if problem is not None:
         return json_response({"status": "unavailable", "error": problem}, 503)
     if emu.warmed.is_set():
+        problems = emu.degraded()
+        if problems:
+            return json_response({"status": "degraded", "problems": problems})
         return json_response({"status": "ready"})
     return json_response({"status": "loading"}, 503)

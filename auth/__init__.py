@@ -48,8 +48,8 @@ class IamView(Protocol):
     store: Store
 
 __all__ = ["MODES", "Binding", "Caller", "IamConfig", "IamConfigError", "Policy", "authorize",
-           "denied", "granted", "held_permissions", "identify", "is_role", "job_of", "load_config",
-           "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
+           "denied", "enforced", "granted", "held_permissions", "identify", "is_role", "job_of",
+           "load_config", "new_etag", "on_model_created", "on_model_deleted", "parse_bindings",
            "require_authenticated", "require_identity_unless_public"]
 #: MLEMU_IAM_MODE is checked by settings.py; a Settings built in code is checked by load_config.
 MODES = IAM_MODES

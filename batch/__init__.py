@@ -9,13 +9,15 @@ the same pipeline over its own predictors:
   records.py   decoding one input record into an instance, encoding one result line (no Beam)
   sources.py   the inputs through Beam's FileSystems: patterns to byte ranges, ranges to records
   pipeline.py  the Beam graph: ranges -> batches of records -> PredictDoFn -> WriteToText shards
-  launcher.py  the server side: run the pipeline in a child process, watch it, cancel it
-  __main__.py  the child process: `python -m batch SPEC_FILE`
-  forkserver.py  a local job's fork server: imports Beam and the framework once, forks workers
+  distributed.py  the graph Beam's DaskRunner gets instead: one shard-writing task per range
+  launcher.py  the server side: hand a job to a warm runner, watch it, cancel it
+  runners.py   the server's warm runners, one per framework, reaped when idle (no Beam)
+  runner.py    a runner: `python -m batch.runner`, Beam and a framework imported, forks jobs
+  job.py       a job's process (a fork of its runner): runs the pipeline, writes the result
+  forkserver.py  a local job's fork server: a fork of the job's process, forks its workers
   workerpool.py  Beam's BeamFnExternalWorkerPool service over that fork server (EXTERNAL env.)
 
-`apache_beam` is imported only by pipeline.py, sources.py and workerpool.py, and only in the
-child process, its fork server (or a remote worker): the server and the serving path never
-import it. `import batch` imports
-nothing heavy.
+`apache_beam` is imported only by pipeline.py, distributed.py, sources.py and workerpool.py
+(and by the runner's imports), and only in a runner and the processes it forks (or a remote
+worker): the server and the serving path never import it. `import batch` imports nothing heavy.
 """

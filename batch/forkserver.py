@@ -6,9 +6,9 @@ apache_beam.runners.worker.sdk_worker_main` (apache_beam/runners/portability/
 fn_api_runner/fn_runner.py, FnApiRunner.run_pipeline; local_job_service.py, SubprocessSdkWorker),
 so every worker pays the Beam import and the model framework's import again (bench/NOTES.md has
 what that costs with scikit-learn), after the pipeline's process has paid its own. Here the
-pipeline's process starts this server (`python -m batch.forkserver MODULES_JSON`) first thing,
-before it imports Beam: the server imports Beam's worker modules and the job's framework while the
-pipeline process imports Beam and builds the graph, then forks one child per worker asked for
+job's process (itself a fork of a warm runner that imported Beam, the pipeline and the framework:
+batch/runner.py) forks this server first thing, before it starts any thread, and the server
+forks one child per worker asked for
 (batch/workerpool.py asks, from Beam's StartWorker). A child runs the same entry point as Beam's
 own workers, sdk_worker_main.main, with the same environment variables
 (CONTROL_API_SERVICE_DESCRIPTOR, LOGGING_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS, WORKER_ID).
@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -54,7 +55,8 @@ BEAM_MODULES = ("apache_beam.runners.worker.sdk_worker_main", "batch.pipeline")
 
 
 def worker_modules(spec: JobSpec) -> list[str]:
-    """The modules the fork server imports for `spec`'s workers: Beam's, and the model
+    """The modules `spec`'s workers need imported (its runner, batch/runner.py, imports them
+    before it forks the job's process, whose fork server forks the workers): Beam's, and the model
     framework's as predictors/preload.py lists them (scikit-learn or XGBoost; never TensorFlow,
     which starts threads as it loads). A pickled model of unnamed framework is taken as
     scikit-learn (XGBoost's pickled estimators import it too)."""
@@ -71,8 +73,9 @@ class ForkServer:
     """The pipeline process's handle on its fork server (stdlib only: made before Beam loads)."""
 
     def __init__(self, modules: list[str], on_death: Callable[[str], None]) -> None:
-        """Start the server importing `modules`; `on_death(message)` is called (from a thread)
-        if a worker or the server itself dies while the job runs."""
+        """Fork the server, which imports `modules` (a job's process forked by a warm runner,
+        batch/runner.py, has imported them already and runs no thread yet); `on_death(message)`
+        is called (from a thread) if a worker or the server itself dies while the job runs."""
         self.on_death = on_death
         self.finished = False
         self._lock = threading.Lock()
@@ -80,9 +83,7 @@ class ForkServer:
         self._arrived = threading.Condition()
         self.workers: list[int] = []
         self.error = ""  # the server's start-up failure, once known
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "batch.forkserver", json.dumps(modules), str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = _Forked(modules)
         threading.Thread(target=self._read, name="forkserver-replies", daemon=True).start()
 
     def _read(self) -> None:
@@ -147,7 +148,50 @@ class ForkServer:
             self.proc.wait()
 
 
-def _die_with_parent(parent: int) -> None:
+class _Forked:
+    """The part of Popen's interface ForkServer uses, over a fork of this process serving."""
+
+    def __init__(self, modules: list[str]) -> None:
+        requests, self._requests = os.pipe()
+        self._replies, replies = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(self._requests)  # else the server would never see the job's end
+                os.close(self._replies)
+                code = serve(modules, parent, os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
+            finally:
+                os._exit(code)
+        os.close(requests)
+        os.close(replies)
+        self.stdin = os.fdopen(self._requests, "wb")
+        self.stdout = os.fdopen(self._replies, "rb")
+        self.returncode: int | None = None
+        self._reaping = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._reaping:  # two threads wait (the reply reader and close)
+                if self.returncode is None:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        self.returncode = os.waitstatus_to_exitcode(status)
+                if self.returncode is not None:
+                    return self.returncode
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("batch.forkserver", timeout or 0)
+            else:
+                time.sleep(0.01)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def die_with_parent(parent: int) -> None:
     """SIGKILL this process when its parent ends (Linux; elsewhere the process group's kill by
     a cancel and the control channel's end still stop it)."""
     if sys.platform.startswith("linux"):
@@ -157,7 +201,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _status(status: int) -> str:
+def exit_status(status: int) -> str:
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         return f"was killed by signal {-code} ({signal.Signals(-code).name})"
@@ -170,7 +214,7 @@ def _run_worker(env: dict[str, str], server: int, replies: int) -> None:
     runner has everything it needs once the control stream ended)."""
     code = 1
     try:
-        _die_with_parent(server)
+        die_with_parent(server)
         os.close(replies)  # the server's alone: its end tells the pipeline process it is gone
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -199,7 +243,7 @@ def serve(modules: list[str], parent: int, requests: BinaryIO, replies: BinaryIO
         replies.write(json.dumps(message).encode() + b"\n")
         replies.flush()
 
-    _die_with_parent(parent)
+    die_with_parent(parent)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # predictors/preload.py says why
     try:
         for name in modules:
@@ -218,7 +262,7 @@ def serve(modules: list[str], parent: int, requests: BinaryIO, replies: BinaryIO
             if not pid:
                 break
             children.discard(pid)
-            reply({"exit": pid, "status": _status(status)})
+            reply({"exit": pid, "status": exit_status(status)})
         if not readable:
             continue
         chunk = os.read(fd, 65536)
@@ -240,10 +284,3 @@ def serve(modules: list[str], parent: int, requests: BinaryIO, replies: BinaryIO
             os.waitpid(pid, 0)
     return 0
 
-
-if __name__ == "__main__":
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything an import prints goes to the log, not into the replies
-    code = serve(json.loads(sys.argv[1]), int(sys.argv[2]), sys.stdin.buffer, replies)
-    replies.flush()
-    os._exit(code)

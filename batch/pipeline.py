@@ -173,7 +173,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
 
 def _message(exc: Exception) -> str:
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return f"Prediction failed: {message}"
+    return records.short(f"Prediction failed: {message}")
 
 
 def _local(path: str) -> str:
@@ -210,7 +210,8 @@ def options(spec: JobSpec) -> PipelineOptions:
 
 
 def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
-    ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers)
+    ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers,
+                            spec.data_roots)
     # Create reshuffles more than one element (its MaybeReshuffle): that spreads the ranges (not
     # records) over the workers; a Reshuffle of our own would only add a stage.
     outputs = (pipeline | "Input ranges" >> beam.Create(ranges, reshuffle=True)
@@ -218,6 +219,11 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
                | "Predict" >> beam.ParDo(PredictDoFn(spec)).with_outputs(
                    ERRORS, KEYS, main="results"))
     out = _local(spec.output_path)
+    if "://" not in out and spec.data_roots is not None and \
+            not sources.within(os.path.realpath(out), spec.data_roots):
+        # Checked when the job was made; a symlink on the way may have changed since.
+        raise ValueError(f"Output path {spec.output_path} is outside the directories this server "
+                         "keeps job data in (MLEMU_DATA_ROOTS).")
     join = posixpath.join if "://" in out else os.path.join
     if spec.layout == "vertex":  # predictions_00000.jsonl, errors_00000.jsonl (records.py)
         _ = outputs.results | "Write results" >> beam.io.WriteToText(

@@ -41,6 +41,40 @@ import predictors
 from core import wirejson
 from predictors.base import Predictor
 
+#: Longest record a job reads. Longer ones are skipped, never held (batch/sources.py reads past
+#: them), and each counts as one error: a single 500 MB line once took a job's processes to
+#: 17.5 GB. Sixteen times AI Platform's online request limit (1.5 MB) still fits a record.
+MAX_RECORD_BYTES = 24 * 1024 * 1024
+#: Longest error message a job keeps (the errors file counts messages; a model's exception text
+#: may echo its whole input).
+MAX_MESSAGE_CHARS = 1000
+
+
+class Oversized(bytes):
+    """Stands in a batch for a record longer than MAX_RECORD_BYTES: empty, with its size."""
+
+    size: int
+
+    def __new__(cls, size: int) -> Oversized:
+        record = super().__new__(cls, b"")
+        record.size = size
+        return record
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as itself between Beam's stages
+        return Oversized, (self.size,)
+
+
+def oversized_message(record: Oversized) -> str:
+    return (f"The record is {record.size} bytes; batch prediction reads records of at most "
+            f"{MAX_RECORD_BYTES} bytes.")
+
+
+def short(message: str) -> str:
+    """An error message as the errors file keeps it: at most MAX_MESSAGE_CHARS characters."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters in all)"
+
 
 class Decoder:
     """How a job turns its records into instances, fixed once the model is loaded."""
@@ -57,7 +91,9 @@ class Decoder:
             self.output_names = sorted(sig.outputs)
 
     def instance(self, record: str | bytes) -> Any:
-        """The instance a record stands for; ValueError if it is not valid JSON."""
+        """The instance a record stands for; ValueError if it is not valid JSON (or too long)."""
+        if isinstance(record, Oversized):
+            raise ValueError(oversized_message(record))
         if self.raw:
             if isinstance(record, bytes):
                 try:
@@ -88,7 +124,7 @@ class Decoder:
             try:
                 instances.append(self.instance(record))
             except ValueError as exc:
-                bad.append(str(exc))
+                bad.append(short(str(exc)))
         return instances, bad
 
     def rows(self, predictions: Any, count: int) -> list[Any]:

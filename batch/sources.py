@@ -13,11 +13,14 @@ arbitrary offset); `.gz`/`.bz2`/... text files are read whole, decompressed by e
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+
+from batch.records import MAX_RECORD_BYTES, Oversized
 
 #: Text files are split into equal ranges of at most this size (few enough that a range is
 #: worth a Beam element; small enough that a cancel or a retry loses little).
@@ -25,13 +28,41 @@ RANGE_BYTES = 8 * 1024 * 1024
 MIN_RANGE_BYTES = 256 * 1024
 #: Text is read this much at a time (a compressed file, read whole, is never held whole).
 BLOCK_BYTES = 1024 * 1024
+#: Bytes of records a batch holds at most (records of up to MAX_RECORD_BYTES each): past it the
+#: batch goes out shorter than `size`.
+BATCH_BYTES = 64 * 1024 * 1024
 TEXT_FORMATS = ("JSON", "TEXT")
 
 Range = tuple[str, int, int]  # path, start, end (-1: to the end, the file read whole)
 
 
-def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
-    """Every matched file, in ranges; ValueError naming a pattern that matches nothing."""
+OUTSIDE_ROOTS = ("Input path {pattern} matches a file outside the directories this server keeps "
+                 "job data in (MLEMU_DATA_ROOTS).")
+
+
+def within(path: str, roots: Sequence[str]) -> bool:
+    """Whether resolved `path` is one of `roots` (resolved directories) or under one."""
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def confine(pattern: str, path: str, roots: Sequence[str] | None) -> str:
+    """The file a local match of `pattern` really is (its symlinks resolved), which must lie
+    under `roots`: the job's create checked the pattern as written, but a wildcard can match a
+    symlink to anywhere, which Beam's glob would follow. The refusal names the pattern only,
+    never where the link points, and is raised before a byte of the file is read. Reading the
+    resolved path, not the link, also keeps a link swapped after this check from being read."""
+    if "://" in path:
+        return path  # a remote object: buckets, not roots, bound those
+    real = os.path.realpath(path)
+    if roots is not None and not within(real, roots):
+        raise ValueError(OUTSIDE_ROOTS.format(pattern=pattern))
+    return real
+
+
+def expand(patterns: list[str], data_format: str, workers: int,
+           roots: Sequence[str] | None = None) -> list[Range]:
+    """Every matched file, in ranges; ValueError naming a pattern that matches nothing, or one
+    that matches a local file resolving outside `roots` (None: anywhere)."""
     ranges: list[Range] = []
     for pattern in dict.fromkeys(patterns):
         try:
@@ -40,13 +71,15 @@ def expand(patterns: list[str], data_format: str, workers: int) -> list[Range]:
             raise ValueError(f"Cannot read input path {pattern}: {exc}") from None
         if not found:
             raise ValueError(f"No files found for input path {pattern}.")
-        for meta in sorted(found, key=lambda m: m.path):
+        # Every match is checked before any is read.
+        files = sorted((confine(pattern, meta.path, roots), meta.size_in_bytes) for meta in found)
+        for path, size in files:
             whole = data_format not in TEXT_FORMATS or \
-                CompressionTypes.detect_compression_type(meta.path) != CompressionTypes.UNCOMPRESSED
-            if whole or meta.size_in_bytes <= MIN_RANGE_BYTES:
-                ranges.append((meta.path, 0, -1))
+                CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+            if whole or size <= MIN_RANGE_BYTES:
+                ranges.append((path, 0, -1))
                 continue
-            ranges += split(meta.path, meta.size_in_bytes, workers)
+            ranges += split(path, size, workers)
     return ranges
 
 
@@ -62,32 +95,79 @@ def split(path: str, size: int, workers: int) -> list[Range]:
     return [(path, start, min(start + step, size)) for start in range(0, size, step)]
 
 
+def _mark_long(lines: list[bytes]) -> list[bytes]:
+    return [Oversized(len(line)) if len(line) > MAX_RECORD_BYTES else line for line in lines]
+
+
+def _by_bytes(records: list[bytes]) -> Iterator[list[bytes]]:
+    """`records` in order, in batches of at most BATCH_BYTES (or one record)."""
+    batch: list[bytes] = []
+    held = 0
+    for record in records:
+        if batch and held + len(record) > BATCH_BYTES:
+            yield batch
+            batch, held = [], 0
+        batch.append(record)
+        held += len(record)
+    if batch:
+        yield batch
+
+
 def text_batches(path: str, start: int, end: int, size: int) -> Iterator[list[bytes]]:
     """The lines starting in [start, end) (the whole file for end == -1), without line ends,
-    `size` at a time. Read in blocks and split in C: a job's worker spends no Python call per
-    line here."""
+    `size` at a time (fewer when they hold more than BATCH_BYTES). Read in blocks and split in
+    C: a job's worker spends no Python call per line here. A line longer than MAX_RECORD_BYTES
+    is read past, never held: it stands in its batch as an `Oversized` (an error of its own)."""
     compression = CompressionTypes.AUTO if end == -1 else CompressionTypes.UNCOMPRESSED
     with FileSystems.open(path, compression_type=compression) as f:
         pos = 0
         if start > 0:  # the line running into this range belongs to the previous one
             f.seek(start - 1)
-            pos = start - 1 + len(f.readline())
+            pos = start - 1
+            while True:  # read past it a block at a time: it may be longer than any record
+                piece = f.readline(BLOCK_BYTES)
+                pos += len(piece)
+                if not piece or piece.endswith(b"\n"):
+                    break
         pending: list[bytes] = []
         carry = b""  # the beginning of a line the blocks so far have not ended
-        while end == -1 or pos < end:
-            block = f.read(BLOCK_BYTES if end == -1 else min(BLOCK_BYTES, end - pos))
+        skipped = -1  # inside an over-long line: its bytes so far
+        while True:
+            past = end != -1 and pos >= end  # only the line running past the range's end is left
+            if past and not carry and skipped < 0:
+                break
+            block = f.read(BLOCK_BYTES if end == -1 or past else min(BLOCK_BYTES, end - pos))
             if not block:
                 break
             pos += len(block)
-            if end != -1 and pos >= end and not block.endswith(b"\n"):
-                block += f.readline()  # the range's last line runs on past its end
-            lines = (carry + block).split(b"\n")
+            if past and (cut := block.find(b"\n")) >= 0:
+                block = block[:cut + 1]  # the rest starts the next range's lines
+            if skipped >= 0:
+                cut = block.find(b"\n")
+                if cut < 0:
+                    skipped += len(block)
+                    continue
+                pending.append(Oversized(skipped + cut))
+                skipped, block = -1, block[cut + 1:]
+            data = carry + block
+            lines = data.split(b"\n")
             carry = lines.pop()
-            pending += [line.removesuffix(b"\r") for line in lines] if b"\r" in block else lines
+            if b"\r" in data:
+                lines = [line.removesuffix(b"\r") for line in lines]
+            pending += _mark_long(lines) if len(data) > MAX_RECORD_BYTES else lines
+            if len(carry) > MAX_RECORD_BYTES:
+                skipped, carry = len(carry), b""
             whole = len(pending) - len(pending) % size
+            if whole == 0 and sum(map(len, pending)) > BATCH_BYTES:
+                # Long records: short batches rather than gigabytes held.
+                yield from _by_bytes(pending)
+                pending = []
+                continue
             yield from (pending[i:i + size] for i in range(0, whole, size))
             del pending[:whole]
-        if carry:  # a last line without a line end
+        if skipped >= 0:
+            pending.append(Oversized(skipped))
+        elif carry:  # a last line without a line end
             pending.append(carry.removesuffix(b"\r"))
         if pending:
             yield pending
@@ -104,6 +184,14 @@ def tfrecord_records(path: str, gzip: bool) -> Iterator[bytes]:
             if len(header) < 12:
                 raise ValueError(f"{path} is not a TFRecord file (truncated record header).")
             (length,) = struct.unpack("<Q", header[:8])
+            if length > MAX_RECORD_BYTES:  # read past it, never held
+                left = length + 4
+                while left > 0 and (piece := f.read(min(BLOCK_BYTES, left))):
+                    left -= len(piece)
+                if left > 0:
+                    raise ValueError(f"{path} is not a TFRecord file (truncated record).")
+                yield Oversized(length)
+                continue
             data = f.read(length)
             if len(data) < length or len(f.read(4)) < 4:
                 raise ValueError(f"{path} is not a TFRecord file (truncated record).")

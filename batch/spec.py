@@ -19,6 +19,10 @@ ERRORS_BASENAME = "prediction.errors_stats"
 #: RESULTS_BASENAME + HEADER_SUFFIX (batch/records.py says whose layout this is).
 CSV_SUFFIX = ".csv"
 HEADER_SUFFIX = "_header.csv"
+#: The runners a job's process runs itself (its workers are local), and the one that gets the
+#: graph of batch/distributed.py instead of batch/pipeline.py's (that module says why).
+LOCAL_RUNNER = "DirectRunner"
+DASK_RUNNER = "DaskRunner"
 
 
 @dataclasses.dataclass
@@ -37,12 +41,16 @@ class JobSpec:
     #: Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...) and extra options.
     runner: str = "DirectRunner"
     runner_options: list[str] = dataclasses.field(default_factory=list)
-    #: A file the workers append one line per predicted batch to (local runners only).
+    #: A file the workers append one line per predicted batch to (LOCAL_RUNNER only: remote
+    #: workers see no disk of the server's).
     progress_path: str = ""
     storage_emulator_host: str = ""
     #: Whose files: "ml" (AI Platform's prediction.results-*, errors_stats) or "vertex"
     #: (Vertex AI's predictions_NNNNN.jsonl and errors_NNNNN.jsonl, batch/records.py).
     layout: str = "ml"
+    #: The only directories a local input file may resolve into (MLEMU_DATA_ROOTS, resolved);
+    #: None: any. Checked again after the patterns are expanded (batch/sources.py).
+    data_roots: list[str] | None = None
 
     @property
     def forked_workers(self) -> bool:

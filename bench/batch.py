@@ -11,17 +11,21 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   runner. `floor_warm` is the same loop in the bench's own process, its framework already
   imported (the floor of the earlier runs; shown beside, not a target): it leaves out the one
   start-up cost a job cannot avoid, the model framework's import (~0.8 s with scikit-learn).
-- job: the Beam pipeline as a job runs it (batch/launcher.Run: a child process, DirectRunner;
-  1 worker in memory, 2 forked by the job's fork server), from start to the end of the last shard,
-  process start-up included. The peak resident memory of the pipeline's process tree is
-  sampled every 0.5 s (bounded memory: no worker holds the whole input).
+- job: the Beam pipeline as a job runs it on a server that has run a job of the same framework
+  before (batch/launcher.Run on a warm runner, batch/runners.py: the job's process is forked by a
+  runner that imported Beam and the framework; DirectRunner, 1 worker in memory, 2 forked by the
+  job's fork server), from the hand-over to the end of the last shard. One untimed job first
+  warms the runner, as a server's first job of a framework does. The peak resident memory of
+  the pipeline's process tree is sampled every 0.5 s (bounded memory: no worker holds the whole
+  input).
 - cpu_s: CPU time (user + sys) of each run: the floor's own, a job's whole process tree (every
-  Beam worker is a waited-for descendant, so RUSAGE_CHILDREN counts it). On a shared machine
+  Beam worker is a waited-for descendant of the job's process, whose runner reports its
+  rusage). On a shared machine
   wall time says what the load left; CPU time says what the work costs.
 - path_s: a job's CPU critical path, what its wall time would be with a free core per process:
-  one worker runs in the pipeline's process (path = cpu_s); with two, the larger of the
-  pipeline process's CPU until the first worker appears and its fork server's CPU (the two warm
-  up side by side; batch/forkserver.py), plus the busiest worker's CPU (sampled from /proc
+  one worker runs in the pipeline's process (path = cpu_s); with two, the pipeline process's
+  CPU until the first worker appears (its fork server, a fork of it, is ready at once), plus the
+  busiest worker's CPU (sampled from /proc
   every 0.1 s; the pipeline process idles while its workers run). `w2_vs_w1_path` is the
   speed-up it implies. Peak PSS beside RSS: forked workers share their fork server's pages,
   which RSS counts once per process.
@@ -51,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from batch.launcher import Run  # noqa: E402 - after the path set-up above
+from batch.runners import Runners  # noqa: E402
 from batch.spec import JobSpec  # noqa: E402
 from bench import measure, models  # noqa: E402
 
@@ -112,16 +117,16 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict[str, float]:
+def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
+        runners: Runners) -> dict[str, float]:
     shutil.rmtree(work, ignore_errors=True)
     spec = JobSpec(input_paths=[str(inputs)], data_format="JSON", output_path=str(work / "out"),
                    model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
-    started, cpu = time.perf_counter(), _children_cpu()
-    run = Run(spec, work)
+    started = time.perf_counter()
+    run = Run(spec, work, runners)
     peak = [0.0, 0.0]  # RSS, PSS (forked workers share their fork server's pages)
     workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
     before_workers = [0.0]  # the pipeline process's CPU when its first worker appeared
-    server = [0.0]  # the fork server's CPU (it warms up while the pipeline process starts)
 
     def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
         tick = 0
@@ -136,8 +141,6 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict
                     role = _role(pid, run.proc.pid)
                     if role == "worker":
                         workers[pid] = _process_cpu(pid)
-                    elif role == "forkserver":
-                        server[0] = _process_cpu(pid)
                 if not workers:
                     before_workers[0] = root
             tick += 1
@@ -151,26 +154,36 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int) -> dict
     outcome = run.result()
     if outcome.get("predictions") != n:
         raise RuntimeError(f"{workers} worker(s): {outcome}")
-    cpu_s = _children_cpu() - cpu
-    # A forked worker starts once both the runner asks for it and the fork server is warm.
-    path = max(before_workers[0], server[0]) + max(workers.values()) if workers else cpu_s
+    cpu_s = run.proc.cpu_s
+    path = before_workers[0] + max(workers.values()) if workers else cpu_s
     return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
             "peak_rss_mib": peak[0], "peak_pss_mib": peak[1]}
 
 
 def _role(pid: int, pipeline: int) -> str:
-    """"worker" (a Beam SDK harness: forked by batch/forkserver.py, or spawned by Beam as
-    sdk_worker_main), "forkserver", or "" for anything else."""
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    if b"batch.forkserver" in cmdline:  # first: its argument names sdk_worker_main too
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        return "forkserver" if ppid == pipeline else "worker"
-    return "worker" if b"sdk_worker_main" in cmdline else ""
+    """"forkserver" (the pipeline process's child: batch/forkserver.py) or "worker" (a Beam SDK
+    harness the fork server forked)."""
+    ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return "forkserver" if ppid == pipeline else "worker"
 
 
 def _process_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rounds(runs: dict[str, list[dict[str, float]]], rounds: int, model_dir: Path, inputs: Path,
+            root: Path, n: int, runners: Runners) -> None:
+    for i in range(rounds):
+        order = ["floor", "w1", "w2", "floor_warm"]
+        for name in order[i % 4:] + order[:i % 4]:
+            if name.startswith("floor"):
+                measure_floor = floor if name == "floor" else floor_warm
+                runs[name].append(measure_floor(model_dir, inputs, root / "floor-out.json"))
+            else:
+                runs[name].append(job(model_dir, inputs, root / f"job-{name}", int(name[1]), n,
+                                      runners))
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
 
 
 def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[str, Any]:
@@ -179,15 +192,16 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
     if not inputs.exists():
         write_instances(inputs, n)
     runs: dict[str, list[dict[str, float]]] = {"floor": [], "floor_warm": [], "w1": [], "w2": []}
-    for i in range(rounds):
-        order = ["floor", "w1", "w2", "floor_warm"]
-        for name in order[i % 4:] + order[:i % 4]:
-            if name.startswith("floor"):
-                measure_floor = floor if name == "floor" else floor_warm
-                runs[name].append(measure_floor(dirs[model], inputs, root / "floor-out.json"))
-            else:
-                runs[name].append(job(dirs[model], inputs, root / f"job-{name}", int(name[1]), n))
-            print(f"[{time.strftime('%H:%M:%S')}] {name}: {runs[name][-1]}", flush=True)
+    runners = Runners(root / "runners", 3600.0)
+    # The first job of a framework starts its runner (Beam's and the framework's import): the
+    # figures are those of the jobs after it, as on a server that has run one.
+    warm_up = root / "warm-up.json"
+    write_instances(warm_up, 100)
+    job(dirs[model], warm_up, root / "job-warm-up", 2, 100, runners)
+    try:
+        _rounds(runs, rounds, dirs[model], inputs, root, n, runners)
+    finally:
+        runners.close()
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
     cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
     path = {k: statistics.median(r["path_s"] for r in runs[k]) for k in ("w1", "w2")}

@@ -14,6 +14,7 @@ import auth
 from controlplane import job_work, operation_work
 from controlplane.vertex import batch_work as vertex_batch_work
 from controls import Controls
+from core.errors import Unavailable
 from core.settings import Settings
 from emulator import Emulator
 from emulator.vertex_container import register_vertex_model
@@ -24,7 +25,7 @@ from predictors.base import PredictorOptions
 from registry import artifacts, bootstrap
 from registry.deployments import Deployments
 from registry.gcs import GcsCache
-from registry.store import open_store
+from registry.store import Store, open_store
 from registry.tasks import TaskRunner
 
 log = logging.getLogger("mlemu")
@@ -47,6 +48,23 @@ def configure_logging(settings: Settings) -> None:
 
 
 
+def _apply_bootstrap(store: Store, settings: Settings) -> list[str]:
+    """The bootstrap file applied; when the store cannot take writes now (a full or read-only
+    disk) what an earlier process applied is served as it is: a worker that replaces a dead
+    one on a full disk must still boot and serve, not halt the server."""
+    assert settings.config_file is not None
+    try:
+        return bootstrap.apply(store, settings.config_file)
+    except Unavailable as exc:
+        try:  # readable? then serve what is there; if not, the start fails as before
+            versions = [name for name in bootstrap.declared(settings.config_file)
+                        if store.get_version(name) is not None]
+        except Unavailable:
+            raise exc from None
+        log.warning("bootstrap file not applied (%s); serving the store as it is", exc.message)
+        return versions
+
+
 def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     iam = auth.load_config(settings)  # a bad IAM config stops the start, before any state
     settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +76,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
                               max_loaded=settings.max_loaded_versions, instruments=instruments)
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
-    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments)
+    emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments,
+                                    max_bytes=settings.request_log_max_bytes)
     emu.controls = Controls(settings.state_dir)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
@@ -67,7 +86,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
         local_rule="batch prediction data must be under a directory this server keeps job data "
                    "in (MLEMU_DATA_ROOTS)")
     if settings.config_file is not None:
-        emu.bootstrap_versions = bootstrap.apply(store, settings.config_file)
+        emu.bootstrap_versions = _apply_bootstrap(store, settings)
     if settings.vertex is not None:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.

@@ -1,5 +1,5 @@
-"""What `serve` does to the state directory around a run: before it, check that the store can be
-opened, clear the previous run's controls and restore `--import`'s archive; after it, write
+"""What `serve` does to the state directory around a run: before it (after cli/preflight.py's
+checks), clear the previous run's controls and restore `--import`'s archive; after it, write
 `--export-on-exit`'s (admin/snapshot.py; docs/controls.md)."""
 
 from __future__ import annotations
@@ -14,25 +14,12 @@ import click
 from core.settings import Settings
 
 
-def check_store(settings: Settings) -> None:
-    """Fail `serve` with one clear line when the store cannot be opened (an unreachable
-    database, a bad MLEMU_DATABASE_URL), before gunicorn boots workers that would all fail."""
-    from core.errors import ApiError
-    from registry.store import open_store
-
-    try:
-        open_store(settings.database_url, settings.state_dir).close()
-    except (ValueError, ApiError) as exc:
-        raise click.ClickException(exc.message if isinstance(exc, ApiError) else str(exc)) from None
-
-
 def prepare(settings: Settings, import_file: Path | None) -> None:
-    """Before any server process starts: the store checked, the controls of the previous run
-    (fault and timing rules, journal and its settings: they belong to one run) cleared, then
-    `--import`'s archive restored, if given."""
+    """Before any server process starts: the controls of the previous run (fault and timing
+    rules, journal and its settings: they belong to one run) cleared, then `--import`'s archive
+    restored, if given."""
     from controls import Controls
 
-    check_store(settings)
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     controls = Controls(settings.state_dir)
     controls.reset()

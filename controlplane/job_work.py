@@ -2,20 +2,23 @@
 
 `work`: QUEUED -> PREPARING (resolve the model: a version's deploymentUri or the job's `uri`,
 downloading gs:// models for local runners; check the framework) -> RUNNING (the Beam pipeline
-in a child process, batch/launcher.py) while it polls the job: a cancel (state CANCELLING) kills
-the pipeline's process group, and the workers' progress updates `predictionCount` and
-`errorCount`. `finish` (in the transaction that ends the task): SUCCEEDED with the counts and
-`nodeHours`, FAILED with `errorMessage`, or CANCELLED. A job whose server died is adopted and run
-again from the start (its shards are rewritten), or FAILED after registry/tasks.MAX_ATTEMPTS.
+in a job process the emulator's warm runner forks, batch/launcher.py) while it polls the job: a
+cancel (state CANCELLING) kills the job process's group, and the workers' progress updates
+`predictionCount` and `errorCount`. `finish` (in the transaction that ends the task): SUCCEEDED
+with the counts and `nodeHours`, FAILED with `errorMessage`, or CANCELLED. A job whose server
+died is adopted and run again from the start (its shards are rewritten), or FAILED after
+registry/tasks.MAX_ATTEMPTS.
 
 Every state change goes through `transition` (the place to count jobs by state, for metrics).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shlex
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +26,7 @@ import predictors
 from batch.launcher import Run
 from batch.spec import JobSpec
 from core.errors import ApiError, Cancelled, FailedPrecondition, NotFound
-from core.sizing import available_cpus
+from core.sizing import available_cpus, available_memory, free_memory
 from registry import artifacts, jobs, names, tasks
 from registry.resources import Version, new_etag, now_rfc3339
 
@@ -31,6 +34,12 @@ if TYPE_CHECKING:
     from emulator import Emulator
 
 BATCH_PREDICTION = "BATCH_PREDICTION"
+#: Memory a local job is taken to need before its pipeline starts: the pipeline process (Python
+#: and Beam), and per worker a framework, its model and batches of records (a batch holds at
+#: most 64 MiB: batch/sources.py). Jobs start only while that much is free, so several
+#: jobs at once (threads of several server processes) never start past the machine's memory.
+JOB_BASE_BYTES = 512 * 1024 * 1024
+JOB_WORKER_BYTES = 384 * 1024 * 1024
 CANCELLING_MESSAGE = "Job is being cancelled by the user."
 CANCELLED_MESSAGE = "Job was cancelled by the user."
 POLL_S = 0.5
@@ -127,7 +136,8 @@ def build_spec(emu: Emulator, job: jobs.Job) -> JobSpec:
         output_format="CSV" if given.get("outputDataFormat") == "CSV" else "JSON",
         batch_size=int(given.get("batchSize") or 64), workers=workers,
         runner=settings.beam_runner, runner_options=options,
-        storage_emulator_host=settings.storage_emulator_host or "")
+        storage_emulator_host=settings.storage_emulator_host or "",
+        data_roots=None if emu.data_sources.roots is None else list(emu.data_sources.roots))
 
 
 def _change(emu: Emulator, name: str, state: str, *, only_from: tuple[str, ...]) -> jobs.Job:
@@ -160,14 +170,52 @@ def _progress(emu: Emulator, name: str, counts: tuple[int, int]) -> bool:
         return True
 
 
+#: Beam's WriteToText stages shards in `<outputPath>/beam-temp-<prefix>-<uuid>` folders and
+#: removes them when the write finishes (apache_beam/io/filebasedsink.py, `initialize_write`);
+#: a run killed (cancelled, or its server gone) leaves them behind.
+BEAM_TEMP_PREFIX = "beam-temp-"
+
+
+def remove_staging(output_path: str) -> None:
+    """Remove the staging folders Beam left in a local `output_path` (a killed run's partial
+    shards): before a run (an adopted job's earlier attempt) and after one that did not finish.
+    Folders only, never through a symlink; gs:// outputs are left to the bucket's lifecycle."""
+    local = output_path.removeprefix("file://")
+    if "://" in local:
+        return
+    with contextlib.suppress(OSError), os.scandir(local) as entries:
+        for entry in entries:
+            if entry.name.startswith(BEAM_TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def memory_needed(spec: JobSpec) -> int:
+    """What a local job waits to have free before it starts (at most half the machine's, so a
+    job a small machine cannot fit still runs there, alone)."""
+    need = JOB_BASE_BYTES + JOB_WORKER_BYTES * spec.workers
+    return min(need, available_memory() // 2)
+
+
+def _wait_for_memory(emu: Emulator, name: str, spec: JobSpec) -> None:
+    """Stay PREPARING until the job's memory is free (a cancel still ends it meanwhile)."""
+    if spec.runner not in LOCAL_RUNNERS:
+        return  # a remote runner's workers are elsewhere
+    need = memory_needed(spec)
+    while free_memory() < need:
+        _change(emu, name, "PREPARING", only_from=())  # raises Cancelled on a cancel
+        time.sleep(POLL_S)
+
+
 def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     name = task.name
     job = _change(emu, name, "PREPARING", only_from=("QUEUED", "PREPARING", "RUNNING"))
     spec = build_spec(emu, job)
+    _wait_for_memory(emu, name, spec)
     _change(emu, name, "RUNNING", only_from=("PREPARING",))
     project, job_id = jobs.parse_job_name(name)
     started = time.monotonic()
-    run = Run(spec, emu.settings.jobs_path / project / job_id)
+    remove_staging(spec.output_path)  # an earlier attempt's, if this job was adopted
+    run = Run(spec, emu.settings.jobs_path / project / job_id, emu.batch_runners)
     try:
         while not run.poll():
             time.sleep(POLL_S)
@@ -177,8 +225,10 @@ def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     finally:
         if not run.poll():
             run.cancel()
+            remove_staging(spec.output_path)
     outcome = run.result()
     if "error" in outcome:
+        remove_staging(spec.output_path)
         raise FailedPrecondition(f"Batch prediction failed: {outcome['error']}")
     seconds = time.monotonic() - started
     return {"predictions": int(outcome.get("predictions", 0)),

@@ -13,20 +13,30 @@ Rules from the ml v1 reference (discovery document) and the batch prediction gui
   the only supported fields to update are `labels`"), with the job's etag.
 - Training jobs (`trainingInput`) are not emulated: 501 UNIMPLEMENTED says so.
 Permissions: `ml.jobs.*` on the project or the job, plus `ml.models.predict` (modelName) or
-`ml.versions.predict` (versionName) on the model the job runs.
+`ml.versions.predict` (versionName) on the model the job runs. A `uri` that lies in the files of
+a registered version (any project's: viewers see every `deploymentUri`) runs that version's
+model, so it needs `ml.versions.predict` on one such version, as `versionName` would.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import auth
 from controlplane import common, job_work, listing
 from controlplane.common import check_etag, field_error, parse_mask, require_object
-from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, Unimplemented
+from core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    ModelLoadError,
+    PermissionDenied,
+    Unimplemented,
+)
 from core.payloads import Caller
-from registry import jobs, names, tasks
-from registry.resources import new_etag, now_rfc3339
+from registry import artifacts, jobs, names, tasks
+from registry.resources import Version, new_etag, now_rfc3339
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -43,10 +53,23 @@ _SNAKE = {"outputPath": "output_path", "region": "region", "batchSize": "batch_s
           "maxWorkerCount": "max_worker_count"}
 
 
+INT64_MAX = 2**63 - 1
+#: What a job's paths may be: local paths, file:// and gs:// URIs. The real service reads Cloud
+#: Storage only ("inputPaths: The Cloud Storage location of the input data files", the ml v1
+#: reference); another scheme (s3://, hdfs://) would fail only once the job runs, in the words of
+#: whichever library tried it.
+PATH_SCHEMES = ("", "file", "gs")
+
+
 def _int64(value: Any, field: str) -> int:
+    """An int64 field as JSON carries it (a number or a decimal string; never a bool)."""
     try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(value)
         number = int(value)
-    except (TypeError, ValueError):
+        if not -INT64_MAX - 1 <= number <= INT64_MAX:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
         raise InvalidArgument(f"Invalid value at '{field}' (TYPE_INT64), {value!r}") from None
     if number <= 0:
         raise field_error(InvalidArgument, field, f"{field} must be positive, got {number}.")
@@ -77,6 +100,12 @@ def _check_input(spec: Any) -> dict[str, Any]:
     for field in ("outputPath", "region"):
         if not spec.get(field):
             raise field_error(InvalidArgument, f"{where}.{_SNAKE[field]}", f"{field} is required.")
+    for field, values in (("input_paths", paths), ("output_path", [spec["outputPath"]]),
+                          ("uri", [spec.get("uri")] if spec.get("uri") else [])):
+        for value in values:
+            if not isinstance(value, str) or _scheme(value) not in PATH_SCHEMES:
+                raise field_error(InvalidArgument, f"{where}.{field}",
+                                  f"{value!r} is not a local path or a gs:// URI.")
     given = [f for f in ("modelName", "versionName", "uri") if spec.get(f)]
     if len(given) != 1:
         raise field_error(InvalidArgument, f"{where}.model_version",
@@ -88,12 +117,18 @@ def _check_input(spec: Any) -> dict[str, Any]:
     return normal
 
 
+def _scheme(path: str) -> str:
+    scheme, sep, _ = path.partition("://")
+    return scheme.lower() if sep else ""
+
+
 def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], project: str) -> None:
     """The caller must be allowed to predict with the model the job runs (and it must exist)."""
     if spec.get("uri"):
         # The model files a job loads come from allowed sources only, as versions.create's do:
         # loading a pickle runs it.
         emu.sources.check(spec["uri"], "job.prediction_input.uri")
+        _authorize_files(emu, caller, spec["uri"])
         return
     if spec.get("versionName"):
         name = spec["versionName"]
@@ -109,6 +144,42 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
     auth.authorize(emu, caller, permission, name)
     framework = job_work.version_of(emu, spec).framework
     job_work.check_framework(emu, framework)
+
+
+def _location(uri: str) -> str:
+    """Where `uri`'s files are, comparable across spellings: a local path resolved (symlinks,
+    `..`, file://), a gs:// URI without its trailing slash."""
+    if artifacts.is_remote(uri):
+        return uri.rstrip("/")
+    try:
+        return os.path.realpath(artifacts.resolve_uri(uri))
+    except ModelLoadError:
+        return uri
+
+
+def _serves(version: Version, place: str) -> bool:
+    """Whether `place` (a _location) is the directory of `version`'s files or inside it."""
+    home = _location(version.deployment_uri) if version.deployment_uri else ""
+    if not home:
+        return False
+    homes = [home]
+    if artifacts.is_remote(home) and "." in home.rsplit("/", 1)[-1]:
+        homes.append(home.rsplit("/", 1)[0])  # gs://b/m/model.joblib stands for gs://b/m
+    return any(place == h or place.startswith(h + "/") for h in homes)
+
+
+def _authorize_files(emu: Emulator, caller: Caller, uri: str) -> None:
+    """A job's `uri` inside a registered version's files runs that version's model: the caller
+    must be allowed to predict with it (with one of them, when several versions share the
+    files). The refusal names no version: the caller may not know which one it is."""
+    if not auth.enforced(emu):
+        return
+    place = _location(uri)
+    serving = [v for v in emu.store.every_version() if _serves(v, place)]
+    if serving and not any("ml.versions.predict" in auth.granted(emu, caller, v.name)
+                           for v in serving):
+        raise PermissionDenied("Permission 'ml.versions.predict' denied on the model version "
+                               "whose files job.prediction_input.uri names.")
 
 
 def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:

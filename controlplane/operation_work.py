@@ -20,6 +20,7 @@ import explainers
 from controlplane import operations
 from controlplane.common import model_json, typed, version_json
 from core.errors import Aborted, ApiError, FailedPrecondition, from_code
+from observability import request_log_store
 from registry import artifacts, names, tasks
 from registry.resources import Version, new_etag
 
@@ -119,6 +120,7 @@ def delete_version_finish(emu: Emulator, task: tasks.Task, result: Any, error: A
         operations.finish(emu.store, task.name, error=error)
         return
     emu.store.delete("versions", version.name)
+    request_log_store.forget(emu.store, version.name)  # its request-response log rows too
     model = emu.store.get_model(names.model_of(version.name))
     if model is not None and model.default_version == names.short(version.name):
         model.default_version = None

@@ -26,6 +26,7 @@ from controlplane.common import (
     require_object,
     version_json,
 )
+from controlplane.request_logging import check_logging_config
 from core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from core.payloads import Caller
 from registry import names
@@ -70,6 +71,8 @@ def _check_spec(body: dict[str, Any]) -> None:
         raise field_error(InvalidArgument, "version.labels", "labels must map strings to strings.")
     if body.get("explanationConfig") is not None:
         _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")))
+    if check_logging_config(body.get("requestLoggingConfig")) is None:
+        body.pop("requestLoggingConfig", None)
 
 
 def _check_explanation(config: Any, framework: str, custom: bool) -> None:
@@ -150,6 +153,8 @@ def patch_version(emu: Emulator, caller: Caller, name: str, body: Any,
         changes["labels"] = dict(changes["labels"] or {})
     if "description" in changes:
         changes["description"] = str(changes["description"] or "")
+    if "requestLoggingConfig" in changes:
+        changes["requestLoggingConfig"] = check_logging_config(changes["requestLoggingConfig"])
     project, model_id, version_id = names.parse_version_name(name)
     with emu.store.transaction():
         version = common.get_version(emu.store, name)

@@ -58,6 +58,10 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 LOG_FORMATS = ("text", "json")
 #: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
+#: MLEMU_WORKER_CLASS: mlemu's gunicorn worker (deploy/worker.py) or gunicorn's stock gthread.
+WORKER_CLASSES = ("mlemu", "gthread")
+#: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
+DEFAULT_REQUEST_LOG_MAX_BYTES = 64 * 1024 * 1024
 
 
 #: Every setting outside Vertex AI's contract (VertexSettings) and MLEMU_X_* (Settings.extra); the
@@ -99,6 +103,7 @@ SETTINGS = (
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
     Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
+    Var("batch_runner_idle_s", ("MLEMU_BATCH_RUNNER_IDLE_S",), FLOAT),
     Var("header_timeout", ("MLEMU_HEADER_TIMEOUT",), FLOAT),
     Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
     Var("model_roots", ("MLEMU_MODEL_ROOTS",), LIST),
@@ -111,6 +116,8 @@ SETTINGS = (
     Var("metrics_public", ("MLEMU_METRICS_PUBLIC",), BOOLEAN),
     Var("console", ("MLEMU_CONSOLE",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
+    Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
+    Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
 )
 
 
@@ -167,6 +174,9 @@ class Settings:
     #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
     #: TensorFlow models only); off refuses them as the service did.
     batch_any_framework: bool = False
+    #: Seconds a batch job runner (Beam and a framework imported, batch/runner.py) stays warm
+    #: after its last job; 0: a fresh runner per job.
+    batch_runner_idle_s: float = 300.0
     #: Time limits for receiving a request (headers; headers and body), in seconds.
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
@@ -192,6 +202,11 @@ class Settings:
     console: bool = True
     #: auto (BigQuery with Google credentials, else the store), bigquery or store.
     request_log_sink: str = "auto"
+    #: "mlemu" (deploy/worker.py, on the gunicorn versions it was tested with) or "gthread"
+    #: (gunicorn's own worker, on any gunicorn, without mlemu's request deadlines and JSON errors).
+    worker_class: str = "mlemu"
+    #: Bytes of request-response log rows the store keeps in all; the oldest go first.
+    request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
 
     @property
     def metrics_dir(self) -> Path:

@@ -39,6 +39,34 @@ def available_memory(cgroup_root: Path = Path("/sys/fs/cgroup"),
     return total
 
 
+def free_memory(cgroup_root: Path = Path("/sys/fs/cgroup"),
+                meminfo: Path = Path("/proc/meminfo")) -> int:
+    """Bytes that can be allocated now without swapping: the kernel's MemAvailable, capped by
+    what this cgroup's memory limit leaves (cgroup v2 memory.max - memory.current, v1
+    limit_in_bytes - usage_in_bytes). Unknown (not Linux): available_memory()."""
+    free = None
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        return available_memory(cgroup_root, meminfo)
+    for limit, used in ((cgroup_root / "memory.max", cgroup_root / "memory.current"),
+                        (cgroup_root / "memory" / "memory.limit_in_bytes",
+                         cgroup_root / "memory" / "memory.usage_in_bytes")):
+        try:
+            cap, current = limit.read_text().strip(), used.read_text().strip()
+        except OSError:
+            continue
+        if cap.isdigit() and current.isdigit():
+            free = min(free, max(0, int(cap) - int(current)))
+        break
+    return free
+
+
 def available_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> float:
     """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota.
 

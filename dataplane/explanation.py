@@ -3,6 +3,7 @@ method the version's explanationConfig names (explainers/), then the same bookke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import explainers
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
     from emulator import Emulator
 
 
-def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -> list[Any]:
-    """One `{"attributions_by_label": [...]}` per instance (explainers/)."""
+def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest,
+            stop: Callable[[], bool] | None = None) -> list[Any]:
+    """One `{"attributions_by_label": [...]}` per instance (explainers/); `stop` says whether
+    the caller has gone (the work then stops: explainers.explain)."""
     version, predictor = resolve(emu, caller, ref, predict_permission(ref))
     if not version.explanation_config:
         raise FailedPrecondition(
@@ -29,6 +32,6 @@ def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest) -
         instances = instances.rows()
     model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
     explanations = explainers.explain(predictor, version.explanation_config, model_dir,
-                                      instances, req.parameters)
+                                      instances, req.parameters, stop=stop)
     touch(emu, version)
     return explanations

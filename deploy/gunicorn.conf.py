@@ -2,8 +2,9 @@
 
 Workers are threads-in-processes (gthread): model calls release the GIL for most of their time,
 and processes give the rest of the request path real parallelism. The worker class is gthread
-with one change, deploy/worker.py: a keep-alive connection that stays busy is served by the thread
-it is on instead of going back to the main loop between requests. How many of each follows the
+with the changes of deploy/worker.py (requests read under a deadline before a thread takes them,
+gunicorn's errors as JSON), on the gunicorn versions it was tested with (deploy/fence.py);
+MLEMU_WORKER_CLASS=gthread runs gunicorn's stock gthread. How many of each follows the
 CPUs this container may use unless MLEMU_WORKERS / MLEMU_THREADS say otherwise
 (Settings.worker_layout). The app is not preloaded: each worker opens the store after the fork.
 The master imports only the thread-free scikit-learn and XGBoost modules the bootstrap file needs
@@ -32,13 +33,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.settings import Settings
+from deploy import fence
 from deploy.connection_board import ConnectionBoard
 
 _settings = Settings.from_env()
+try:
+    worker_class = fence.worker_class(_settings.worker_class)
+except fence.UntestedGunicorn as exc:
+    sys.exit(str(exc))  # one line, not gunicorn's "Failed to read config file" and a traceback
 
 bind = f"{_settings.host}:{_settings.port}"
 workers, threads = _settings.worker_layout()
-worker_class = "deploy.worker.KeepAliveThreadWorker"
 preload_app = False
 # Cloud Run sends SIGTERM and kills 10 s later: finish in-flight requests within 8 s.
 graceful_timeout = 8
@@ -147,7 +152,11 @@ def child_exit(server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+        try:
+            multiprocess.mark_process_dead(worker.pid)
+        except OSError as exc:  # a read-only or vanished metrics directory: the master goes on
+            server.log.warning("could not remove the metrics of dead worker %s: %s", worker.pid,
+                               exc)
 
 # Import the app's modules and the frameworks of the bootstrap file's versions here, in the
 # master, before the workers fork: they start faster and share that memory. predictors/preload.py

@@ -10,9 +10,13 @@ last byte received, so a client that trickles one byte at a time gets no more ti
 stops.
 
 This only finds where a request ends; gunicorn's own parser still parses it. Anything this scanner
-cannot frame (an over-long head, a bad chunk size or length, `Expect: 100-continue`, a body larger
-than `max_body`) counts as complete: the thread then parses it with gunicorn's code, which answers
-the error, and reads the rest of a large body under `request_deadline` (worker.DeadlineSocket).
+cannot frame (an over-long head, a bad chunk size or length, more than one Content-Length, both
+Content-Length and chunked, `Expect: 100-continue`, a body larger than `max_body`) counts as
+complete: the thread then parses it with gunicorn's code, which answers the error at once (it
+refuses those framings from the head alone, gunicorn/http/message.py `set_body_reader`), and
+reads the rest of a large body under `request_deadline` (worker.DeadlineSocket). A chunk that
+declares more bytes than any route accepts (`max_declared`) is refused here (`refusal`): the
+body could only be refused, and gunicorn would first wait for its bytes until the deadline.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ class RequestBuffer:
     """Bytes received for one request, and whether they make a complete request yet."""
 
     def __init__(self, started: float, header_timeout: float, request_timeout: float,
-                 max_head: int, max_body: int) -> None:
+                 max_head: int, max_body: int, max_declared: int | None = None) -> None:
         self.started = started
         self.header_deadline = started + header_timeout
         self.request_deadline = started + max(request_timeout, header_timeout)
         self.max_head = max_head
         self.max_body = max_body
+        self.max_declared = max_declared
         self.data = bytearray()
         self.complete = False
+        #: Why the request is refused without gunicorn (the worker answers 400 with it).
+        self.refusal: str | None = None
         self._body_start: int | None = None  # set once the head is complete
         self._length: int | None = None  # Content-Length body: its length
         self._chunk_pos: int | None = None  # chunked body: where the next chunk-size line starts
@@ -76,11 +83,16 @@ class RequestBuffer:
             if name == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
             elif name == b"content-length":
+                if length is not None:  # gunicorn refuses a second one, whatever its value
+                    self.complete = True
+                    return
                 length = value.strip()
             elif name == b"expect" and value.strip().lower() == b"100-continue":
                 self.complete = True  # the client waits for gunicorn's "100 Continue"
                 return
-        if chunked:
+        if chunked and length is not None:
+            self.complete = True  # gunicorn refuses both framings in one request
+        elif chunked:
             self._chunk_pos = body_start
         elif length is not None:
             if not length.isdigit() or int(length) > self.max_body:
@@ -108,6 +120,10 @@ class RequestBuffer:
                 size = int(size_text, 16)
             except ValueError:
                 return True  # gunicorn answers the bad chunk size
+            if self.max_declared is not None and size > self.max_declared:
+                self.refusal = (f"Request payload size exceeds the limit: a chunk of {size} "
+                                f"bytes, the server accepts at most {self.max_declared}.")
+                return True
             if size == 0:  # last chunk, then optional trailers and the final empty line
                 self._chunk_pos = pos
                 return self.data.find(_HEAD_END, eol) >= 0

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from typing import Any
 
 import auth
+from batch.runners import Runners
 from controls import Controls
 from core.errors import ApiError
 from core.settings import Settings
+from observability import metric_files
 from observability.metrics import Instruments
 from observability.request_log import RequestLogger
 from registry import artifacts, vertex_serving
@@ -62,9 +65,14 @@ class Emulator:
     #: Vertex AI endpoints' seeded traffic-split routers (registry/vertex_serving.py).
     vertex_routers: vertex_serving.Routers = dataclasses.field(
         default_factory=vertex_serving.Routers, repr=False, compare=False)
+    #: Warm batch job runners, one per framework (batch/runners.py), started by the first job.
+    batch_runners: Runners = dataclasses.field(init=False, repr=False, compare=False)
     #: (store change token, versions held) at the last prune_deployments (on_tick's thread only).
     pruned_at: tuple[object, frozenset[tuple[str, str]]] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.batch_runners = Runners(self.settings.jobs_path, self.settings.batch_runner_idle_s)
 
     def warm_up(self) -> None:
         """Load every READY bootstrap version so the first request does not pay for it.
@@ -148,11 +156,30 @@ class Emulator:
             return exc.message
         return None
 
+    def degraded(self) -> list[str]:
+        """What works only in part now, with predictions still served: a state directory
+        without free space (changes answer 503 until there is), metrics held in memory."""
+        problems = []
+        try:
+            room = os.statvfs(self.settings.state_dir)
+        except OSError:
+            room = None
+        if room is not None and room.f_bavail == 0:
+            problems.append(f"no space left on the state directory's filesystem "
+                            f"({self.settings.state_dir}): predictions are served; changes answer "
+                            "503 UNAVAILABLE until space is freed")
+        files = metric_files.detached()
+        if files:
+            problems.append(f"metrics of this process are kept in memory ({len(files)} files "
+                            "could not be written): scrapes miss them until the disk has room")
+        return problems
+
     def on_tick(self) -> None:
         """The task runner's periodic call (every few seconds, in every process)."""
         self.prune_deployments()
         if self.instruments is not None:
             self.instruments.update_process(min_interval_s=5.0)
+            metric_files.reattach_all()  # metrics held in memory back to their files, if room
 
     def is_ready(self) -> bool:
         """Bootstrap models loaded and the store usable: every readiness probe asks this."""

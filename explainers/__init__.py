@@ -21,11 +21,12 @@ docs describe the field but not its formula.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from core.errors import InvalidArgument, Unimplemented
+from core.errors import Cancelled, InvalidArgument, Unimplemented
 from explainers import config, features, gradients, metadata, shapley
 from explainers.config import Method
 from predictors.base import Predictor
@@ -36,6 +37,12 @@ check_framework = config.check_framework
 
 #: Below this |example_score - baseline_score| the approximation error stays absolute.
 TINY_DELTA = 1e-9
+#: Model rows (or gradient points) one whole request may cost, all its instances together: the
+#: bound on one instance alone let a 1.5 MB body of 157,284 small instances ask for minutes of
+#: CPU. A request past it is refused before the model runs.
+MAX_REQUEST_ROWS = shapley.MAX_ROWS
+#: What an explanation whose caller has gone answers (nobody reads it; logs and metrics do).
+GONE = "The client closed the connection; the explanation was stopped."
 
 
 def parse_config(body: Any, where: str = "version.explanation_config") -> Method:
@@ -84,8 +91,22 @@ class _Instance:
         return gradient
 
 
+def _check(baseline: np.ndarray, stop: Callable[[], bool] | None) -> np.ndarray:
+    """`baseline`, once `stop` says the caller is still there."""
+    if stop is not None and stop():
+        raise Cancelled(GONE)
+    return baseline
+
+
+def _cost(item: _Instance, method: Method) -> int:
+    """Model rows (gradient points) explaining `item` costs: one call for the instance and its
+    baselines, then per baseline numPaths x (features + 1) rows, or numIntegralSteps points."""
+    per_baseline = method.count * (item.x.size + 1 if method.name == config.SAMPLED_SHAPLEY else 1)
+    return 1 + len(item.baselines) * (1 + per_baseline)
+
+
 def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
-                 rng: np.random.Generator) -> dict[str, Any]:
+                 rng: np.random.Generator, stop: Callable[[], bool] | None) -> dict[str, Any]:
     layout = item.layout
     first = item.predict(np.stack([item.x, *item.baselines]))
     label = layout.label(first[0])
@@ -99,7 +120,7 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
                                   f"instance (numPaths x (features + 1)); mlemu allows "
                                   f"{shapley.MAX_ROWS}. Use fewer paths or features.")
         runs = [shapley.sampled_shapley(lambda v: _scores(item.predict(v), layout, label),
-                                        item.x, base, method.count, rng)
+                                        item.x, _check(base, stop), method.count, rng)
                 for base in item.baselines]
         attributions = np.mean([a for a, _ in runs], axis=0)
         spreads = [se for _, se in runs if se is not None]
@@ -109,7 +130,8 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
             raise InvalidArgument("Integrated gradients needs numeric inputs; explain inputs of "
                                   "other types with sampledShapleyAttribution.")
         attributions = np.mean([gradients.integrated_gradients(
-            item.gradient(label), item.x, base, method.count) for base in item.baselines], axis=0)
+            item.gradient(label), item.x, _check(base, stop), method.count)
+            for base in item.baselines], axis=0)
         error = abs(float(np.sum(attributions)) - delta)
     if error is not None and abs(delta) > TINY_DELTA:
         error /= abs(delta)
@@ -129,9 +151,13 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
 
 def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None,
             instances: list[Any], parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED,
-            meta: metadata.Metadata | None = None) -> list[dict[str, Any]]:
+            meta: metadata.Metadata | None = None,
+            stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """One `{"attributions_by_label": [...]}` per instance. The metadata is `meta` when given
-    (Vertex AI's explanationSpec carries it inline), else the model directory's file."""
+    (Vertex AI's explanationSpec carries it inline), else the model directory's file. The
+    request's whole cost is checked before the model runs (MAX_REQUEST_ROWS); `stop` is asked
+    before each instance and baseline whether the caller is gone (then Cancelled: the work ends
+    with the instance in hand)."""
     method = config.parse(explanation_config)
     if method.name == config.XRAI:
         raise Unimplemented("xraiAttribution is not implemented by mlemu; create the version with "
@@ -140,7 +166,20 @@ def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None
     if meta is None:
         meta = metadata.load(model_dir or "")
     layout = features.layout(meta, predictor, parameters.get("signature_name"))
+    items, total = [], 0
+    for instance in instances:
+        items.append(_Instance(predictor, layout, instance, parameters))
+        total += _cost(items[-1], method)
+        if total > MAX_REQUEST_ROWS:
+            raise InvalidArgument(
+                f"Explaining these {len(instances)} instances would need more than "
+                f"{MAX_REQUEST_ROWS} model evaluations, the most mlemu allows per request "
+                "(each instance costs its baselines x numPaths x (features + 1), or x "
+                "numIntegralSteps). Send fewer instances per request.")
     rng = np.random.default_rng(seed)
-    return [{"attributions_by_label": [
-        _explain_one(_Instance(predictor, layout, instance, parameters), method, meta, rng)]}
-        for instance in instances]
+    explained = []
+    for item in items:
+        if stop is not None and stop():
+            raise Cancelled(GONE)
+        explained.append({"attributions_by_label": [_explain_one(item, method, meta, rng, stop)]})
+    return explained

@@ -46,6 +46,7 @@ import resource
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -98,17 +99,40 @@ class HandlerContext:
         return getattr(self._context, name)
 
 
+#: getrusage's per-thread figures (Linux); elsewhere every long call counts as waiting.
+_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+
+
+def waits() -> int:
+    """Voluntary context switches of the calling thread so far (-1 where unknown)."""
+    return resource.getrusage(_THREAD).ru_nvcsw if _THREAD is not None else -1
+
+
+@dataclass(frozen=True)
+class Meter:
+    """The readings the policy decides from, each of the calling thread or process: wall time
+    (what a call on the loop held it for), the thread's CPU time (what a call in the pool cost),
+    its voluntary context switches (whether a call waited) and the clock that ends a demotion.
+    Tests pass readings of their own, so what they assert never depends on the machine's speed."""
+
+    wall: Callable[[], float] = time.perf_counter
+    cpu: Callable[[], float] = time.thread_time
+    waits: Callable[[], int] = waits
+    now: Callable[[], float] = time.monotonic
+
+
 class CallCosts:
     """Per (method, model): an exponentially weighted mean of recent calls' cost in seconds, and
-    until when (time.monotonic) its calls are kept off the loop."""
+    until when (`now`, time.monotonic by default) its calls are kept off the loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
         self._entries: dict[tuple[str, ...], list[float]] = {}
+        self.now = now
 
     def mean(self, key: tuple[str, ...]) -> float | None:
         """The mean cost, or None when unknown or while the key is kept off the loop."""
         entry = self._entries.get(key)
-        if entry is None or (entry[1] and entry[1] > time.monotonic()):
+        if entry is None or (entry[1] and entry[1] > self.now()):
             return None
         return entry[0]
 
@@ -124,29 +148,21 @@ class CallCosts:
     def demote(self, key: tuple[str, ...], seconds: float) -> None:
         """Keep `key`'s calls off the loop for `seconds`."""
         entry = self._entries.setdefault(key, [0.0, 0.0])
-        entry[1] = time.monotonic() + seconds
-
-
-#: getrusage's per-thread figures (Linux); elsewhere every long call counts as waiting.
-_THREAD = getattr(resource, "RUSAGE_THREAD", None)
-
-
-def waits() -> int:
-    """Voluntary context switches of the calling thread so far (-1 where unknown)."""
-    return resource.getrusage(_THREAD).ru_nvcsw if _THREAD is not None else -1
+        entry[1] = self.now() + seconds
 
 
 def model_key(method: str, request: Any) -> tuple[str, ...]:
     return (method, *(str(getattr(request, name, "")) for name in _MODEL_FIELDS))
 
 
-def _in_pool(behavior: Behavior, request: Any, context: HandlerContext) -> tuple[Any, float]:
+def _in_pool(behavior: Behavior, request: Any, context: HandlerContext,
+             cpu: Callable[[], float]) -> tuple[Any, float]:
     """Run `behavior` in a pool thread: its answer and the CPU time the thread spent on it."""
-    started = time.thread_time()
+    started = cpu()
     try:
-        return behavior(request, context), time.thread_time() - started
+        return behavior(request, context), cpu() - started
     except Aborted as exc:  # carried to the loop with the cost (abort is a normal outcome)
-        exc.cost = time.thread_time() - started
+        exc.cost = cpu() - started
         raise
 
 
@@ -155,11 +171,12 @@ class Dispatcher:
     Every call of one server goes through one Dispatcher, on that server's event loop."""
 
     def __init__(self, pool: Executor, max_seconds: float = DEFAULT_MAX_SECONDS,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, meter: Meter | None = None) -> None:
         self.pool = pool
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
-        self.costs = CallCosts()
+        self.meter = meter or Meter()
+        self.costs = CallCosts(self.meter.now)
         #: Calls run on the loop and in the pool, for tests and introspection.
         self.inline_calls = 0
         self.pool_calls = 0
@@ -172,31 +189,37 @@ class Dispatcher:
         return mean is not None and mean <= self.max_seconds \
             and request.ByteSize() <= self.max_bytes
 
+    def demotes(self, took: float, waits_before: int, waits_after: int) -> bool:
+        """Whether a call that ran on the loop for `took` seconds sends its method and model to
+        the pool for DEMOTE_S: it was long, and its thread waited meanwhile (see module doc)."""
+        waited = waits_before < 0 or waits_after > waits_before
+        return took > DEMOTE_FACTOR * self.max_seconds and waited
+
     def unary(self, method: str, behavior: Behavior) -> Callable[[Any, Any], Any]:
         """An async unary-unary handler running the synchronous `behavior` where it belongs."""
-        costs, pool = self.costs, self.pool
+        costs, pool, meter = self.costs, self.pool, self.meter
 
         async def handle(request: Any, context: Any) -> Any:
             key = model_key(method, request)
             handler_context = HandlerContext(context)
             if self.brief(key, request):
                 self.inline_calls += 1
-                waited, started = waits(), time.perf_counter()
+                waited, started = meter.waits(), meter.wall()
                 try:
                     return behavior(request, handler_context)
                 except Aborted as exc:
                     aborted = exc
                 finally:
-                    took = time.perf_counter() - started
+                    took = meter.wall() - started
                     costs.note(key, took)
-                    if took > DEMOTE_FACTOR * self.max_seconds and (waited < 0 or waits() > waited):
+                    if self.demotes(took, waited, meter.waits()):
                         costs.demote(key, DEMOTE_S)
             else:
                 self.pool_calls += 1
                 loop = asyncio.get_running_loop()
                 try:
                     answer, cost = await loop.run_in_executor(pool, _in_pool, behavior, request,
-                                                              handler_context)
+                                                              handler_context, meter.cpu)
                     costs.note(key, cost)
                     return answer
                 except Aborted as exc:

@@ -33,7 +33,8 @@ from boot import build_emulator, configure_logging
 from core.errors import ApiError
 from core.settings import Settings
 from emulator import Emulator
-from grpcserve.dispatch import Dispatcher
+from grpcserve import malformed
+from grpcserve.dispatch import Dispatcher, Meter
 from observability.grpc import Observer
 
 log = logging.getLogger("mlemu.grpc")
@@ -68,14 +69,14 @@ class GrpcServer:
     """
 
     def __init__(self, emu: Emulator, port: int | None = None, *,
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, meter: Meter | None = None) -> None:
         settings = emu.settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
         self.pool = futures.ThreadPoolExecutor(max_workers=settings.grpc_threads(),
                                                thread_name_prefix="grpc")
-        self.dispatcher = Dispatcher(self.pool, settings.grpc_inline_ms / 1000)
+        self.dispatcher = Dispatcher(self.pool, settings.grpc_inline_ms / 1000, meter=meter)
         try:
             self.server, self.port = self._run(self._build(emu, port, reuse_port))
         except BaseException:
@@ -143,30 +144,42 @@ class _Services:
         self.methods[service] = dict(handlers)
 
 
+def _message_type(deserialize: Any) -> str:
+    """The full name of the message a generated deserializer (`Message.FromString`) parses."""
+    descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+    return str(getattr(descriptor, "full_name", "request"))
+
+
 def _handler(service: str, method: str, handler: grpc.RpcMethodHandler,
              observer: Observer | None, dispatcher: Dispatcher) -> grpc.RpcMethodHandler:
-    """One method's handler as served: observed (metrics, trace context) when `observer` is
-    set, and, for a unary call, run where `dispatcher` says (grpcserve/dispatch.py)."""
+    """One method's handler as served: a request that does not parse refused INVALID_ARGUMENT
+    (grpcserve/malformed.py), observed (metrics, trace context) when `observer` is set, and,
+    for a unary call, run where `dispatcher` says (grpcserve/dispatch.py)."""
+    message_type = _message_type(handler.request_deserializer)
+    deserialize = malformed.tolerant(handler.request_deserializer)
+    path = f"/{service}/{method}"
     if handler.unary_unary is not None:
-        behavior = handler.unary_unary
+        behavior = malformed.unary(handler.unary_unary, path, message_type)
         if observer is not None:
             behavior = observer.unary(behavior, service, method)
         return grpc.unary_unary_rpc_method_handler(
-            dispatcher.unary(f"/{service}/{method}", behavior),
-            request_deserializer=handler.request_deserializer,
+            dispatcher.unary(path, behavior), request_deserializer=deserialize,
             response_serializer=handler.response_serializer)
-    if handler.unary_stream is not None and observer is not None:
+    if handler.unary_stream is not None:
+        streaming = malformed.stream(handler.unary_stream, path, message_type)
+        if observer is not None:
+            streaming = observer.stream(streaming, service, method)
         return grpc.unary_stream_rpc_method_handler(
-            observer.stream(handler.unary_stream, service, method),
-            request_deserializer=handler.request_deserializer,
+            streaming, request_deserializer=deserialize,
             response_serializer=handler.response_serializer)
     return handler
 
 
-def build_server(emu: Emulator, port: int | None = None, *,
-                 reuse_port: bool = False) -> tuple[GrpcServer, int]:
-    """A started-ready (not yet started) server and the port it is bound to."""
-    server = GrpcServer(emu, port, reuse_port=reuse_port)
+def build_server(emu: Emulator, port: int | None = None, *, reuse_port: bool = False,
+                 meter: Meter | None = None) -> tuple[GrpcServer, int]:
+    """A started-ready (not yet started) server and the port it is bound to; `meter` replaces
+    the dispatcher's time readings (tests)."""
+    server = GrpcServer(emu, port, reuse_port=reuse_port, meter=meter)
     return server, server.port
 
 

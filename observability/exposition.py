@@ -11,6 +11,8 @@ over the whole run from the same counters Prometheus scrapes (docs/observability
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import html
 import os
 import time
@@ -21,10 +23,27 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from observability.metrics import Instruments, multiprocess
+from observability.metrics import MULTIPROC_ENV, Instruments, multiprocess
 
 #: Protocol labels that are not model serving (left out of the grps page's figures).
 _NOT_SERVING = {"health", "metrics", "ml_v1", "other"}
+
+
+class _ProcessFiles:
+    """prometheus_client's MultiProcessCollector over the files that hold values: a file a
+    process could not size (an empty one, on a full disk) is left out rather than failing the
+    whole scrape."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        files = []
+        for path in glob.glob(os.path.join(self.directory, "*.db")):
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_size >= 8:  # the used-bytes word and its padding
+                    files.append(path)
+        return MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-any-return]
 
 
 def _registry(instruments: Instruments) -> CollectorRegistry:
@@ -33,7 +52,7 @@ def _registry(instruments: Instruments) -> CollectorRegistry:
     instruments.flush()
     if multiprocess():
         registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+        registry.register(_ProcessFiles(os.environ[MULTIPROC_ENV]))  # type: ignore[arg-type]
         return registry
     return instruments.registry
 

@@ -30,7 +30,9 @@ Journal = Callable[[RequestContext, str, str, str, float, float, "tuple[bytes, b
 access_log = logging.getLogger("mlemu.access")
 
 _TFS_VERBS = {":predict": "predict", ":classify": "classify", ":regress": "regress"}
-_GRPS_GROUPS = {"health", "infer", "metadata"}
+#: grps's REST routes (protocols/grps.py), by group: the only method labels its paths give.
+_GRPS_METHODS = {"health": ("online", "offline", "live", "ready"), "infer": ("predict",),
+                 "metadata": ("server", "model")}
 
 
 def control_names(kind: tuple[str, str]) -> tuple[str, str]:
@@ -66,9 +68,11 @@ def classify(path: str, verb: str, vertex_routes: dict[str, str]) -> tuple[str, 
             return "v2", "health"
         return "v2", "metadata"
     if path.startswith("/grps/v1/"):
+        # Only a route grps has names a method: any other segment (an anonymous 404 included)
+        # is "other", so no path can add a label value.
         parts = path.split("/")
-        if len(parts) == 5 and parts[3] in _GRPS_GROUPS and parts[4].isidentifier():
-            return "grps", f"{parts[3]}.{parts[4]}" if len(parts[4]) <= 16 else parts[3]
+        if len(parts) == 5 and parts[4] in _GRPS_METHODS.get(parts[3], ()):
+            return "grps", f"{parts[3]}.{parts[4]}"
         return "grps", "other"
     if path in ("/healthz", "/readyz"):
         return "health", path[1:]

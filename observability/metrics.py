@@ -26,7 +26,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
+from observability import metric_files
 from observability.tally import Tally, bounds
+
+# Metric files that cannot be written (a full or read-only disk) must not kill the process.
+metric_files.install()
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -31,6 +31,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
+from collections.abc import Callable
 from typing import Any
 
 
@@ -51,7 +52,12 @@ class Tally:
     #: Longest a flush holds the GIL before it gives other threads a chance to take it.
     SLICE_S = 0.0005
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter,
+                 pause: Callable[[float], None] = time.sleep) -> None:
+        #: What a flush measures its slices with, and how it lets other threads run (tests
+        #: pass their own, so the slicing is the same on any machine).
+        self._clock = clock
+        self._pause = pause
         self._local = threading.local()
         #: Every child recorded to, with every thread's row of it; added to under the lock only.
         self._children: dict[Any, _Child] = {}
@@ -98,12 +104,13 @@ class Tally:
 
     def flush(self) -> None:
         with self._lock:
-            slice_end = time.perf_counter() + self.SLICE_S
+            clock = self._clock
+            slice_end = clock() + self.SLICE_S
             for child, entry in self._children.items():
                 entry.flush(child)
-                if time.perf_counter() > slice_end:
-                    time.sleep(0)  # releases the GIL: a waiting request runs now, not in 5 ms
-                    slice_end = time.perf_counter() + self.SLICE_S
+                if clock() > slice_end:
+                    self._pause(0)  # releases the GIL: a waiting request runs now, not in 5 ms
+                    slice_end = clock() + self.SLICE_S
 
 
 class _Child:

@@ -110,15 +110,18 @@ def load(model_dir: str, prediction_class: str, import_roots: Sequence[str]) -> 
     top = module_name.split(".")[0]
     with _IMPORT_LOCK:
         saved_path = list(sys.path)
-        before = set(sys.modules)
+        # Other threads import while this runs (the lock orders custom loads only): read
+        # sys.modules from one snapshot each time (a copy made in C, without a thread switch)
+        # rather than iterating the live dict, which another import may grow meanwhile.
+        before = dict(sys.modules)
         # A server module with the same top-level name would shadow the user's; set it aside.
         shadowed = {
-            name: mod for name, mod in sys.modules.items()
+            name: mod for name, mod in before.items()
             if (name == top or name.startswith(top + "."))
             and not _under(getattr(mod, "__file__", None), roots)
         }
         for name in shadowed:
-            del sys.modules[name]
+            sys.modules.pop(name, None)
         sys.path[:0] = roots
         try:
             importlib.invalidate_caches()
@@ -157,7 +160,8 @@ def load(model_dir: str, prediction_class: str, import_roots: Sequence[str]) -> 
             return CustomPredictor(user_obj, prediction_class)
         finally:
             sys.path[:] = saved_path
-            for name in set(sys.modules) - before:
-                if _under(getattr(sys.modules[name], "__file__", None), roots) or name == top:
-                    del sys.modules[name]
+            for name, mod in dict(sys.modules).items():
+                if name not in before and (
+                        name == top or _under(getattr(mod, "__file__", None), roots)):
+                    sys.modules.pop(name, None)
             sys.modules.update(shadowed)

@@ -38,7 +38,7 @@ from observability.http import StartSeen
 from protocols import wirearray
 from web.google import check_standard_params, google_error_response, google_json, google_json_response
 from web.handlers import register_error_renderer, render_internal
-from web.http import decode_json, read_body, read_limited, request_caller
+from web.http import client_gone, decode_json, read_body, read_limited, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
@@ -117,8 +117,10 @@ def _explain(ref: ModelRef) -> Response:
     emu = current_app.extensions["mlemu"]
     caller = request_caller()
     check_standard_params()
+    dataplane.admit(emu, caller, ref)  # who may explain, before the body's size or content
     req = decode_ml_predict_body(read_body(emu.settings.max_request_bytes))
-    return google_json_response({"explanations": dataplane.explain(emu, caller, ref, req)})
+    explanations = dataplane.explain(emu, caller, ref, req, stop=client_gone())
+    return google_json_response({"explanations": explanations})
 
 
 def _route(verb: str, view: Callable[[ModelRef], Response]) -> None:

@@ -110,6 +110,8 @@ def server_metadata() -> Response:
 @bp.post("/metadata/model")
 def model_metadata() -> Response:
     emu, caller = _context()
+    # Authentication before the body (the model it names is authorized once it is read).
+    auth.require_identity_unless_public(emu, caller, f"projects/{emu.settings.default_project}")
     body = decode_json(read_body(emu.settings.max_message_bytes))
     if not isinstance(body, dict):
         raise InvalidArgument("The body must be a JSON object like {\"str_data\": \"model_name\"}.")

@@ -110,6 +110,16 @@ def apply(store: Store, path: Path) -> list[str]:
     return apply_data(store, load_file(path), Path(path).resolve().parent, str(path))
 
 
+def declared(path: Path) -> list[str]:
+    """The version names the bootstrap file at `path` declares, without touching a store."""
+    names_: list[str] = []
+    for project, pbody in (load_file(path).get("projects") or {}).items():
+        for model_id, mbody in ((pbody or {}).get("models") or {}).items():
+            for version_id in ((mbody or {}).get("versions") or {}):
+                names_.append(names.version_name(str(project), str(model_id), str(version_id)))
+    return names_
+
+
 def apply_data(store: Store, data: dict[str, Any], base: Path, path: str) -> list[str]:
     """Apply bootstrap `data` (the file format, already parsed; relative paths are taken from
     `base`, errors name `path`); returns the version names it declares."""

@@ -36,8 +36,10 @@ class ChangeSignal:
     def __init__(self, path: Path) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            if os.fstat(fd).st_size < _SIZE:
-                os.ftruncate(fd, _SIZE)  # zeros; growing it again from another process is harmless
+            # Zeros with a block behind them: a sparse page (ftruncate) on a full filesystem
+            # would kill the process with SIGBUS at its first write; this fails instead, and the
+            # store falls back to the query. Allocating again from another process is harmless.
+            os.posix_fallocate(fd, 0, _SIZE)
             self._map = mmap.mmap(fd, _SIZE)  # MAP_SHARED: every process maps the same page
         finally:
             os.close(fd)

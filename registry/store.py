@@ -93,7 +93,8 @@ class SqliteStore(Store):
         return Unavailable(
             f"The state store {self.path} cannot be used: {exc}. If it is damaged, restore it "
             "from a backup or move it away (mlemu then starts an empty one); if it is read-only, "
-            "make it and its directory writable by the server's user.")
+            "make it and its directory writable by the server's user; if its disk is full, free "
+            "space (predictions go on meanwhile).")
 
     def check(self) -> None:
         super().check()
@@ -151,6 +152,12 @@ class SqliteStore(Store):
                 (len(prefix), prefix)).fetchall()
         return [(name, parent, json.loads(body)) for name, parent, body in found]
 
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        self._check(kind)
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT body FROM {kind} ORDER BY name").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
         self._check(kind)
         with self._conn() as conn:
@@ -167,6 +174,13 @@ class SqliteStore(Store):
             cur = conn.execute(f"DELETE FROM {kind} WHERE name = ?", (name,))
         self._wrote(committed=not self._local.depth)
         return cur.rowcount > 0
+
+    def delete_children(self, kind: str, parent: str) -> int:
+        self._check(kind)
+        with self._conn() as conn:
+            cur = conn.execute(f"DELETE FROM {kind} WHERE parent = ?", (parent,))
+        self._wrote(committed=not self._local.depth)
+        return int(cur.rowcount)
 
     def _wrote(self, committed: bool) -> None:
         """A write; every process is signalled once it is committed (a statement outside a

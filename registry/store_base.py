@@ -50,6 +50,10 @@ class Store(abc.ABC):
         """Documents of `kind` whose parent is `parent`, ordered by name."""
 
     @abc.abstractmethod
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        """Every document of `kind`, whatever its parent (all projects), ordered by name."""
+
+    @abc.abstractmethod
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
         """Insert or replace."""
 
@@ -60,6 +64,10 @@ class Store(abc.ABC):
         """(name, parent, body) of every document of `kind` whose name starts with `prefix`,
         ordered by name (reset and snapshots walk the whole store)."""
         raise NotImplementedError
+
+    @abc.abstractmethod
+    def delete_children(self, kind: str, parent: str) -> int:
+        """Delete every document of `kind` whose parent is `parent` (none read); how many."""
 
     def check(self) -> None:
         """Raise `Unavailable` unless the store can be read now (the readiness probe asks)."""
@@ -103,6 +111,10 @@ class Store(abc.ABC):
 
     def list_versions(self, model_name: str) -> list[Version]:
         return [Version.from_storage(d) for d in self.children("versions", model_name)]
+
+    def every_version(self) -> list[Version]:
+        """The versions of every model of every project."""
+        return [Version.from_storage(d) for d in self.every("versions")]
 
     def put_version(self, version: Version) -> None:
         self.put("versions", version.name, version.name.rsplit("/versions/", 1)[0],

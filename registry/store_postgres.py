@@ -192,6 +192,11 @@ class PostgresStore(Store):
             (len(prefix), prefix))
         return [(name, parent, json.loads(body)) for name, parent, body in found]
 
+    def every(self, kind: str) -> list[dict[str, Any]]:
+        self._check(kind)
+        rows = self._execute(f"SELECT body FROM mlemu_{kind} ORDER BY name", ())
+        return [json.loads(r[0]) for r in rows]
+
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
         self._check(kind)
         self._execute(
@@ -203,6 +208,11 @@ class PostgresStore(Store):
         self._check(kind)
         rows = self._execute(f"DELETE FROM mlemu_{kind} WHERE name = %s RETURNING 1", (name,))
         return bool(rows)
+
+    def delete_children(self, kind: str, parent: str) -> int:
+        self._check(kind)
+        return len(self._execute(f"DELETE FROM mlemu_{kind} WHERE parent = %s RETURNING 1",
+                                 (parent,)))
 
     def close(self) -> None:
         """Close this process's connections (a later call opens a new pool)."""

@@ -129,12 +129,12 @@ def live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
         stop_server(server.proc)
 
 
-# --- real backing services (tests/services.py), one of each per test session ------------------
+# --- real backing services (tests/kit/services.py), one of each per test session ------------------
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Any]:
     """A PostgreSQL server started for the session; `postgres.new_database()` gives a fresh URL."""
-    from tests.services import PostgresServer
+    from tests.kit.services import PostgresServer
 
     server = PostgresServer()
     yield server
@@ -144,7 +144,7 @@ def postgres() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """gcp-storage-emulator started for the session (in memory); `.host` is STORAGE_EMULATOR_HOST."""
-    from tests.services import StorageEmulator
+    from tests.kit.services import StorageEmulator
 
     emulator = StorageEmulator(tmp_path_factory.mktemp("gcs"))
     yield emulator

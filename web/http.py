@@ -3,6 +3,9 @@ reading, and JSON responses."""
 
 from __future__ import annotations
 
+import select
+import socket
+from collections.abc import Callable
 from typing import IO, Any
 
 from flask import Response, current_app, g, request
@@ -19,6 +22,27 @@ def request_caller() -> Caller:
     if caller is None:
         caller = g.mlemu_caller = auth.identify(current_app.extensions["mlemu"], request.headers)
     return caller  # type: ignore[no-any-return]
+
+
+def client_gone() -> Callable[[], bool]:
+    """A check, for long work on the current request's thread, of whether its client has closed
+    the connection (then nobody will read the answer). Under gunicorn the request's socket is
+    in the environ: readable with nothing to read means the peer closed it (bytes of a
+    pipelined next request also make it readable; those are left unread). Elsewhere (the test
+    client) the answer is always no."""
+    sock = request.environ.get("gunicorn.socket")
+    if sock is None:
+        return lambda: False
+
+    def gone() -> bool:
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):  # reset by the peer, or closed under us
+            return True
+    return gone
 
 
 def payload_too_large(limit: int) -> InvalidArgument:

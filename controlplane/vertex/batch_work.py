@@ -84,7 +84,7 @@ def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
 
     doc = _update(emu, name, start)
     spec = build_spec(emu, doc)
-    run = Run(spec, emu.settings.jobs_path / "vertex" / name.rsplit("/", 1)[-1])
+    run = Run(spec, emu.settings.jobs_path / "vertex" / name.rsplit("/", 1)[-1], emu.batch_runners)
     try:
         while not run.poll():
             time.sleep(POLL_S)

@@ -5,7 +5,7 @@ on every protocol, instead of the 400 that decoding it would give."""
 import pytest
 
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 USER, OUTSIDER = "user-token", "outsider-token"
 BAD = b"{bad"
@@ -60,6 +60,51 @@ def test_permitted_callers_get_the_decoding_error(client, path, content_type):
     answer = client.post(path, data=BAD, headers={"Content-Type": content_type,
                                                   **iamkit.bearer(USER)})
     assert answer.status_code == 400, answer.data
+
+
+MANAGEMENT = [
+    ("POST", "/v1/projects/p/models"),
+    ("PATCH", "/v1/projects/p/models/m"),
+    ("POST", "/v1/projects/p/models/m/versions"),
+    ("PATCH", "/v1/projects/p/models/m/versions/v1"),
+    ("POST", "/v1/projects/p/models/m/versions/v1:setDefault"),
+    ("POST", "/v1/projects/p/models/m:setIamPolicy"),
+    ("POST", "/v1/projects/p/models/m:testIamPermissions"),
+    ("POST", "/v1/projects/p/jobs"),
+    ("PATCH", "/v1/projects/p/jobs/j"),
+    ("POST", "/v1/projects/p/jobs/j:cancel"),
+]
+
+
+@pytest.mark.parametrize("method, path", MANAGEMENT)
+def test_management_bodies_wait_for_authentication(client, method, path):
+    """ml v1 management methods: an anonymous body that is not JSON gets 401 (Google's error
+    object), not the 400 decoding it would give."""
+    answer = client.open(path, method=method, data=BAD,
+                         headers={"Content-Type": "application/json"})
+    assert answer.status_code == 401, answer.data
+    assert answer.get_json()["error"]["status"] == "UNAUTHENTICATED"
+    signed = client.open(path, method=method, data=BAD,
+                         headers={"Content-Type": "application/json", **iamkit.bearer(USER)})
+    assert signed.status_code == 400, signed.data
+
+
+def test_explain_checks_the_caller_before_the_size_or_the_body(client):
+    big = b'{"instances": [' + b"[1.0, 2.0, 3.0, 4.0], " * 80_000 + b"[1.0, 2.0, 3.0, 4.0]]}"
+    assert len(big) > 1_500_000
+    for path in ("/v1/projects/p/models/m:explain", "/v1/projects/p/models/m/versions/v1:explain"):
+        for data in (BAD, big):
+            answer = client.post(path, data=data, headers={"Content-Type": "application/json"})
+            assert answer.status_code == 401, answer.data
+            denied = client.post(path, data=data, headers={"Content-Type": "application/json",
+                                                           **iamkit.bearer(OUTSIDER)})
+            assert denied.status_code == 403, denied.data
+
+
+def test_grps_model_metadata_waits_for_authentication(client):
+    answer = client.post("/grps/v1/metadata/model", data=BAD,
+                         headers={"Content-Type": "application/json"})
+    assert answer.status_code == 401, answer.data
 
 
 def test_the_fast_path_checks_first_too(client):

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from core.errors import PredictionFailed, public_text
-from tests import modelkit
+from tests.kit import modelkit
 
 PROJECT = "p"
 ROW4 = [[0.0, 1.1, 2.2, 3.3]]

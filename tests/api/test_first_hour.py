@@ -10,8 +10,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 PROJECT = "p"
 

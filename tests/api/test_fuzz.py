@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from tests import modelkit
+from tests.kit import modelkit
 
 SEED = 1717
 EXAMPLES = 200

@@ -19,7 +19,7 @@ import pytest
 
 from auth import roles
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 ROLES = sorted(roles.PREDEFINED)
 ADMIN = "admin-token"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core.settings import Settings
-from tests import batchkit, iamkit, modelkit
+from tests.kit import batchkit, iamkit, modelkit
 
 J = "/v1/projects/p/jobs"
 TOKENS = {"admin": "serviceAccount:admin@p.iam.gserviceaccount.com", "dev": "user:dev@example.com",

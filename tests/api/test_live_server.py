@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 
 @pytest.fixture(scope="module")

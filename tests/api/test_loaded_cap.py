@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import requests
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROWS = [[0.5, -1.0, 2.0, 0.1], [-1.5, 0.3, 0.0, 1.2], [2.0, 2.0, -2.0, 0.4]]
 PREFIX = "projects/p/models/m/versions"

@@ -11,7 +11,7 @@ import pytest
 
 from app import create_app
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 ADMIN = "admin-token"
 M = "/v1/projects/p/models/m"
@@ -57,12 +57,15 @@ def create(client, name, uri, **extra):
 
 
 def wait_done(client, operation):
-    for _ in range(200):
+    """The operation once done; 60 s bounds a hang (a count of polls would bound the machine's
+    speed: a loaded machine takes longer to load a model)."""
+    deadline = time.monotonic() + 60
+    while True:
         op = client.get(f"/v1/{operation}", headers=iamkit.bearer(ADMIN)).get_json()
         if op.get("done"):
             return op
+        assert time.monotonic() < deadline, op
         time.sleep(0.05)
-    raise AssertionError(op)
 
 
 def refusal(answer, uri):
@@ -140,7 +143,7 @@ def test_iam_mode_off_keeps_any_local_path_unless_roots_are_set(world, make_app)
 
 
 def test_batch_prediction_jobs_take_a_model_uri_only_from_the_roots(world):
-    from tests import batchkit
+    from tests.kit import batchkit
 
     client, _ = client_for(world, batch_any_framework=True)
     uri = str(world["outside"])
@@ -155,7 +158,7 @@ def test_batch_prediction_jobs_read_and_write_only_under_the_data_roots(world):
     """A job reads its inputs and writes its outputs as the server's user: in enforce mode local
     paths only under the data roots (default: the state directory's data/), refused alike whether
     or not they exist; a root given by MLEMU_DATA_ROOTS replaces the default."""
-    from tests import batchkit
+    from tests.kit import batchkit
 
     client, emu = client_for(world, batch_any_framework=True)
     data = emu.settings.data_root

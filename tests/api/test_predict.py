@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 
 @pytest.fixture(scope="module")

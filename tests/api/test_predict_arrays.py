@@ -9,8 +9,8 @@ import pytest
 from werkzeug.test import Client
 
 from protocols import wirearray
-from tests import modelkit
 from tests.conftest import fast_path_of
+from tests.kit import modelkit
 
 TYPES_SOURCE = '''
 class TypesPredictor:

@@ -10,8 +10,8 @@ import json
 import pytest
 from werkzeug.test import Client, EnvironBuilder
 
-from tests import modelkit
 from tests.conftest import fast_path_of
+from tests.kit import modelkit
 
 ROW = [1.0, 2.0, 0.5, -1.0]
 

@@ -15,8 +15,8 @@ from werkzeug.test import Client
 
 from predictors import json_batch
 from protocols import wirearray
-from tests import modelkit
 from tests.conftest import fast_path_of
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 ROWS = 3000
@@ -26,7 +26,7 @@ ROWS = 3000
 def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from app import create_app
     from core.settings import Settings
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     root = tmp_path_factory.mktemp("tf-arrays")
     dirs = {"keras": tfmodels.keras_model(root / "keras")[0],

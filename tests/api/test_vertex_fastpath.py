@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from werkzeug.test import Client, EnvironBuilder
 
-from tests import modelkit
+from tests.kit import modelkit
 
 LOC = "/v1/projects/p/locations/us-central1"
 ROW = [1.0, 2.0, 0.5, -1.0]

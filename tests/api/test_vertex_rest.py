@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 LOC = "/v1/projects/p/locations/us-central1"
 IMAGE = "europe-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-3:latest"

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from googleapiclient.errors import HttpError
 
-from tests import batchkit, modelkit
-from tests.clients.mlclient import error_of, ml_client
 from tests.conftest import start_server, stop_server
+from tests.kit import batchkit, modelkit
+from tests.kit.mlclient import error_of, ml_client
 
 pytestmark = pytest.mark.slow
 P = "projects/p"
@@ -29,7 +29,7 @@ ROWS = [[float(i % 7), 0.5 * i, -1.0 + i / 10] for i in range(40)]
 
 @pytest.fixture(scope="module")
 def setup(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from tests import tfmodels  # imports TensorFlow: only this module's setup pays for it
+    from tests.kit import tfmodels  # imports TensorFlow: only this module's setup pays for it
 
     base = tmp_path_factory.mktemp("batch")
     tfmodels.keras_model(base / "keras")

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests import batchkit, modelkit
-from tests.clients.mlclient import ml_client
 from tests.conftest import ROOT, start_server, stop_server
+from tests.kit import batchkit, modelkit
+from tests.kit.mlclient import ml_client
 
 pytestmark = pytest.mark.slow
 P = "projects/p"

@@ -15,8 +15,9 @@ from googleapiclient.errors import HttpError
 
 from registry import tasks
 from registry.store import SqliteStore
-from tests import modelkit
-from tests.clients.mlclient import (
+from tests.conftest import start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import (
     GATE_PREDICTOR,
     ROWS,
     create_version,
@@ -26,7 +27,6 @@ from tests.clients.mlclient import (
     wait_done,
     wait_for_file,
 )
-from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 P = "projects/durable"

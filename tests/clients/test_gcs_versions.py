@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import modelkit
-from tests.clients.mlclient import ml_client, wait_done
 from tests.conftest import LiveServer, start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import ml_client, wait_done
 
 pytestmark = pytest.mark.slow
 P = "projects/gcs"
@@ -26,7 +26,7 @@ XGB_ROWS = [[0.0, 1.1, -0.4], [0.5, -0.2, -0.3]]
 @pytest.fixture(scope="module")
 def setup(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Models built here, uploaded to the emulator; one server with a gs:// bootstrap version."""
-    from tests import tfmodels  # imports TensorFlow: only this module's setup pays for it
+    from tests.kit import tfmodels  # imports TensorFlow: only this module's setup pays for it
 
     base = tmp_path_factory.mktemp("gcs-models")
     bucket = gcs_emulator.client().create_bucket(BUCKET)

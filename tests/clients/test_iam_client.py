@@ -21,9 +21,9 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 from googleapiclient.http import build_http
 
-from tests import iamkit, modelkit
-from tests.clients.mlclient import error_of, wait_done
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.kit import iamkit, modelkit
+from tests.kit.mlclient import error_of, wait_done
 
 pytestmark = pytest.mark.slow
 P = "projects/p"

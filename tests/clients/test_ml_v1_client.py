@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 from googleapiclient.errors import HttpError
 
-from tests import modelkit
-from tests.clients.mlclient import error_of, ml_client, wait_done
 from tests.conftest import LiveServer, start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import error_of, ml_client, wait_done
 
 pytestmark = pytest.mark.slow
 P = "projects/demo"

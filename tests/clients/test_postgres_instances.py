@@ -20,8 +20,9 @@ from googleapiclient.errors import HttpError
 
 from registry import tasks
 from registry.store_postgres import PostgresStore
-from tests import modelkit
-from tests.clients.mlclient import (
+from tests.conftest import ROOT, free_port, start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import (
     GATE_PREDICTOR,
     ROWS,
     create_version,
@@ -30,7 +31,6 @@ from tests.clients.mlclient import (
     wait_done,
     wait_for_file,
 )
-from tests.conftest import ROOT, free_port, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 P = "projects/shared"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests import iamkit, modelkit
 from tests.conftest import start_server, stop_server
+from tests.kit import iamkit, modelkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"

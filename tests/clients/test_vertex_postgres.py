@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import start_server, stop_server
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 LOC = "projects/shared/locations/europe-west4"

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import free_port, start_server, stop_server
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"

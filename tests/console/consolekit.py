@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.iamkit import write_config
-from tests.modelkit import bootstrap_file, sklearn_model
+from tests.kit.iamkit import write_config
+from tests.kit.modelkit import bootstrap_file, sklearn_model
 
 PROJECT = "demo"
 ADMIN_TOKEN, NOBODY_TOKEN = "console-admin-token", "console-nobody-token"

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from tests.console.consolekit import PROJECT
-from tests.modelkit import sklearn_model
+from tests.kit.modelkit import sklearn_model
 
 LOC = f"/v1/projects/{PROJECT}/locations/us-central1"
 IMAGE = "europe-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-3:latest"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests import iamkit
+from tests.kit import iamkit
 
 CALLS = [("POST", "/_mlemu/reset", {}), ("GET", "/_mlemu/snapshot", None),
          ("POST", "/_mlemu/snapshot", None), ("POST", "/_mlemu/faults", {"delayMs": 1}),

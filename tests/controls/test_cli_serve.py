@@ -16,8 +16,8 @@ import requests
 from click.testing import CliRunner
 
 from app import main
-from tests import modelkit
 from tests.conftest import ROOT, free_port
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 ROWS = [[0.5, -1.0, 2.0, 0.1]]

@@ -15,8 +15,8 @@ import yaml
 
 from core.payloads import Caller
 from core.settings import Settings
-from tests import modelkit
 from tests.conftest import ROOT, LiveServer, start_server, stop_server
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 DOC = (ROOT / "docs" / "controls.md").read_text()

@@ -14,9 +14,9 @@ from googleapiclient.errors import HttpError
 from controls.rules import parse_rule
 from protocols.proto_modules import grpc_predict_v2_pb2 as pb
 from protocols.proto_modules import grpc_predict_v2_pb2_grpc, grps_pb2, grps_pb2_grpc
-from tests import modelkit
-from tests.clients.mlclient import error_of, ml_client
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.kit import modelkit
+from tests.kit.mlclient import error_of, ml_client
 
 pytestmark = pytest.mark.slow
 ROWS = [[0.5, -1.0, 2.0, 0.1], [-2.0, 0.3, -0.7, 1.5]]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROWS = [[0.5, -1.0, 2.0, 0.1], [-2.0, 0.3, -0.7, 1.5]]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import batchkit, modelkit
-from tests.clients.mlclient import ml_client
 from tests.conftest import start_server, stop_server
+from tests.kit import batchkit, modelkit
+from tests.kit.mlclient import ml_client
 
 pytestmark = pytest.mark.slow
 P = "projects/p"

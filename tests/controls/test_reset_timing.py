@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROWS = [[0.5, -1.0, 2.0, 0.1]]
 BOOT = "/v1/projects/demo/models/iris"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from admin.snapshot import MANIFEST
-from tests import modelkit
+from tests.kit import modelkit
 
 ROWS = [[0.5, -1.0, 2.0, 0.1]]
 

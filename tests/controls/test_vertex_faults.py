@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from observability import request_log
-from tests import modelkit
+from tests.kit import modelkit
 
 STREAM_SOURCE = '''
 class WordsPredictor:

@@ -25,8 +25,8 @@ import tritonclient.http as thttp
 from observability import request_log
 from predictors.sklearn import SklearnPredictor
 from protocols.proto_modules import grps_pb2, grps_pb2_grpc
-from tests import modelkit
 from tests.dataplane import planekit
+from tests.kit import modelkit
 
 PROTOCOLS = ("aiplatform", "tfserving", "v2_rest", "v2_grpc", "grps_http", "grps_grpc")
 #: Rows of binary fractions: exact in float32, so the request log shows them as sent.

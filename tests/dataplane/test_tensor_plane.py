@@ -18,8 +18,8 @@ import tritonclient.grpc as tgrpc
 
 from observability import request_log
 from predictors.tensorflow import TensorFlowPredictor
-from tests import modelkit
 from tests.dataplane import planekit
+from tests.kit import modelkit
 
 LOGGING = {"samplingPercentage": 1.0, "bigqueryTableName": "p.logs.requests"}
 ROWS = [([0.5, 1.5], 2.0), ([-1.0, 0.25], -0.5), ([3.0, -2.0], 1.0), ([0.0, 4.5], 0.75)]
@@ -27,7 +27,7 @@ ROWS = [([0.5, 1.5], 2.0), ([-1.0, 0.25], -0.5), ([3.0, -2.0], 1.0), ([0.0, 4.5]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[planekit.Served, planekit.Gate]]:
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     root = tmp_path_factory.mktemp("tensor-plane")
     tfmodels.tf2_model(root / "tf2")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app import create_app
 from core.settings import Settings, VertexSettings
-from tests import modelkit
+from tests.kit import modelkit
 
 # from_path blocks until MODEL_DIR/release exists: a model that takes as long as the test wants.
 SLOW_LOADING = '''

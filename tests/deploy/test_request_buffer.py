@@ -52,6 +52,20 @@ def test_incomplete_requests_wait(partial):
     HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",  # ... and the bad chunk size
     HEAD + b"Content-Length: 5000\r\n\r\n",  # larger than the buffer: read by the thread
     HEAD + b"X: " + b"v" * 5000,  # an over-long head: gunicorn answers 431
+    HEAD + b"Content-Length: 5\r\nContent-Length: 100\r\n\r\nhello",  # two lengths
+    HEAD + b"Content-Length: 5\r\nContent-Length: 5\r\n\r\n",  # even equal ones
+    HEAD + b"Content-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
 ])
 def test_what_gunicorn_must_frame_or_refuse_is_handed_over(handed_over):
     assert buffer().feed(handed_over)
+    assert buffer().refusal is None
+
+
+def test_a_chunk_larger_than_any_route_accepts_is_refused_at_once():
+    buf = RequestBuffer(0.0, 10.0, 60.0, max_head=4096, max_body=1024, max_declared=1 << 20)
+    assert buf.feed(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\nab")
+    assert buf.refusal == ("Request payload size exceeds the limit: a chunk of "
+                           f"{int('f' * 20, 16)} bytes, the server accepts at most 1048576.")
+    within = RequestBuffer(0.0, 10.0, 60.0, max_head=4096, max_body=1024, max_declared=1 << 20)
+    assert within.feed(HEAD + b"Transfer-Encoding: chunked\r\n\r\n100000\r\nab")
+    assert within.refusal is None  # a large chunk the limit allows: read by the thread

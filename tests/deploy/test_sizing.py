@@ -107,8 +107,23 @@ def load_conf(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: float)
 def test_gunicorn_conf_sizes_from_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = load_conf(monkeypatch, {"PORT": "9000", "MLEMU_HOST": "0.0.0.0"}, cpus=4)
     assert (conf["workers"], conf["threads"], conf["bind"]) == (4, 16, "0.0.0.0:9000")
-    assert conf["worker_class"] == "deploy.worker.KeepAliveThreadWorker" and conf["graceful_timeout"] < 10
+    assert conf["worker_class"] == "deploy.worker.DeadlineThreadWorker" and conf["graceful_timeout"] < 10
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "1"}, cpus=4)
     assert (conf["workers"], conf["threads"]) == (1, 64)
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "2", "MLEMU_THREADS": "3"}, cpus=4)
     assert (conf["workers"], conf["threads"]) == (2, 3)
+
+
+def test_free_memory_is_mem_available_within_the_cgroups_room(tmp_path):
+    from core.sizing import free_memory
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 8000000 kB\nMemFree: 100 kB\nMemAvailable: 4000000 kB\n")
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    assert free_memory(cgroup, meminfo) == 4_000_000 * 1024
+    (cgroup / "memory.max").write_text("3000000000\n")
+    (cgroup / "memory.current").write_text("2000000000\n")
+    assert free_memory(cgroup, meminfo) == 1_000_000_000
+    (cgroup / "memory.max").write_text("max\n")
+    assert free_memory(cgroup, meminfo) == 4_000_000 * 1024

@@ -8,7 +8,7 @@ import socket
 import pytest
 import requests
 
-from tests import modelkit
+from tests.kit import modelkit
 
 BODY = json.dumps({"instances": [[1.0, 2.0, 0.5, -1.0]]}).encode()
 PATH = "/v1/projects/p/models/m:predict"

@@ -54,3 +54,23 @@ def test_a_sigterm_before_the_workers_handlers_still_stops_it() -> None:
         assert exits == [] and deferred == []
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_dead_workers_metrics_the_master_cannot_remove_do_not_stop_it(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """child_exit on a metrics directory it may not change (read-only, or gone) logs a warning
+    instead of raising in the master (where it would end the server)."""
+    from prometheus_client import multiprocess
+
+    conf = runpy.run_path(str(GUNICORN_CONF))
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+
+    def refuse(pid: int) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / f"gauge_livesum_{pid}.db"))
+
+    monkeypatch.setattr(multiprocess, "mark_process_dead", refuse)
+    warnings: list[str] = []
+    server = SimpleNamespace(log=SimpleNamespace(warning=lambda msg, *args: warnings.append(
+        msg % args)))
+    conf["child_exit"](server, SimpleNamespace(pid=4321, mlemu_slot=None))
+    assert len(warnings) == 1 and "4321" in warnings[0] and "Permission denied" in warnings[0]

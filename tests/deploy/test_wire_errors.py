@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,23 @@ def test_bad_chunk_size_is_400(server):
     assert status == 400
     assert body["error"]["status"] == "INVALID_ARGUMENT"
     assert "chunk" in body["error"]["message"].lower()
+
+
+def test_conflicting_lengths_and_huge_chunks_are_400_at_once(server):
+    """Framings that can only be refused are answered 400 at once, not 408 at the request
+    deadline (60 s): two Content-Length headers, Content-Length with chunked, and a chunk that
+    declares more bytes than any route accepts (the client then sends nothing more). The
+    exchange's 30 s socket timeout would fail the test first."""
+    head = b"POST /v1/projects/p/models/m:predict HTTP/1.1\r\nHost: x\r\n"
+    for framing in (b"Content-Length: 2\r\nContent-Length: 200\r\n\r\n{}",
+                    b"Content-Length: 200\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n",
+                    b"Transfer-Encoding: chunked\r\n\r\nffffffffffff\r\n{}"):
+        status, body = exchange(server, head + framing)
+        assert status == 400, framing
+        assert body["error"]["status"] == "INVALID_ARGUMENT"
+    status, body = exchange(server, b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                            b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 30 + b"\r\n")
+    assert status == 400 and "exceeds the limit" in body["error"]
 
 
 def test_double_slash_is_not_redirected(server):

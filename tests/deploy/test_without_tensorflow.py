@@ -11,7 +11,7 @@ import pytest
 
 from app import create_app
 from core.settings import Settings
-from tests import modelkit
+from tests.kit import modelkit
 
 
 def test_tensorflow_version_fails_clearly_without_tensorflow(tmp_path: Path,

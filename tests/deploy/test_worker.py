@@ -1,6 +1,5 @@
-"""deploy/worker.py under a real gunicorn: busy keep-alive connections stay on their thread, and
-nothing that gthread guarantees is lost (fair turns past the thread count, pipelining, idle and
-closed connections)."""
+"""deploy/worker.py under a real gunicorn: reading requests in the main loop loses nothing that
+gthread guarantees (fair turns past the thread count, pipelining, idle and closed connections)."""
 
 import http.client
 import json
@@ -8,7 +7,7 @@ import socket
 
 import pytest
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROW = [1.0, 2.0, 0.5, -1.0]
 BODY = json.dumps({"instances": [ROW]}).encode()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import iamkit
 from tests.conftest import ROOT, start_server, stop_server
 from tests.docs import examples
 from tests.docs.examples import Block
+from tests.kit import iamkit
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def vertex(block: Block, tmp_path: Path) -> None:
     """docs/vertex.md: the demo's models (as `make serve` trains them), a Cloud Storage emulator
     with the `staging` bucket, and a server reading it; the example runs from the clone with
     STORAGE_EMULATOR_HOST set, as the page says."""
-    from tests.services import StorageEmulator
+    from tests.kit.services import StorageEmulator
 
     subprocess.run([sys.executable, str(ROOT / "demo" / "make_models.py")], check=True)
     gcs = StorageEmulator(tmp_path)

@@ -13,7 +13,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import modelkit
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import grpc
 import pytest
 import requests
 
-from tests import modelkit
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import modelkit
+from tests.kit import modelkit
 
 ROW = [5.1, 3.5, 1.4, 0.2]
 
@@ -141,3 +141,33 @@ def test_fast_path_requests_and_model_calls_are_counted_once(make_app: Any, tmp_
     assert [e["status"] for e in logged if "iris" in e["requestUrl"] or "nope" in e["requestUrl"]
             ] == [200, 200, 200, 400, 404]
     assert logged[0]["requestMethod"] == "POST" and logged[0]["responseSize"]
+
+
+def _series(client: Any) -> int:
+    text = client.get("/metrics").get_data(as_text=True)
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_no_path_adds_a_series(make_app: Any, tmp_path: Path) -> None:
+    """Label values come from fixed sets or the registry: made-up paths under every protocol's
+    prefix (grps's groups included), anonymous 404s and all, add no `method` (or model) label."""
+    client = make_app(bootstrap(tmp_path))
+    paths = ["/grps/v1/{group}/x{n}", "/grps/v1/{group}/predict{n}", "/grps/v1/{group}/{n}",
+             "/v1/models/m{n}:predict", "/v2/models/m{n}/infer", "/v1/projects/p/models/m{n}",
+             "/v1/projects/p/models/m{n}:predict", "/nowhere/{n}"]
+
+    def burst(start: int) -> None:
+        for n in range(start, start + 40):
+            for group in ("health", "infer", "metadata"):
+                for path in paths:
+                    client.post(path.format(group=group, n=n), data=b"{}")
+    burst(0)
+    _series(client)  # the first scrape adds the scrapes' own series
+    before = _series(client)
+    burst(1000)
+    assert _series(client) == before
+    families = {f.name: f for f in text_string_to_metric_families(
+        client.get("/metrics").get_data(as_text=True))}
+    methods = {s.labels["method"] for s in families["mlemu_requests"].samples
+               if s.labels.get("protocol") == "grps"}
+    assert methods <= {"other", "infer.predict", "health.ready", "metadata.model"}, methods

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import modelkit
-from tests.services import PrometheusServer
+from tests.kit import modelkit
+from tests.kit.services import PrometheusServer
 
 pytestmark = pytest.mark.slow
 

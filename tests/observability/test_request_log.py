@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from observability import request_log
+from observability import request_log, request_log_store
 from observability.metrics import Instruments
 from observability.request_log import RequestLogger
-from tests import modelkit
 from tests.conftest import ROOT
+from tests.kit import modelkit
 
 ROW = [5.1, 3.5, 1.4, 0.2]
 TABLE = "my-project.ml_logs.iris_requests"
@@ -118,13 +118,20 @@ class _BlockingStore:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.rows: list[tuple[str, str, dict[str, Any]]] = []
+        self.index: dict[str, Any] | None = None
 
     def transaction(self) -> Any:
         self.release.wait(30)
         return _Nothing()
 
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        return self.index if name == request_log_store.INDEX else None
+
     def put(self, kind: str, name: str, parent: str, body: dict[str, Any]) -> None:
-        self.rows.append((kind, parent, body))
+        if name == request_log_store.INDEX:
+            self.index = body
+        else:
+            self.rows.append((kind, parent, body))
 
 
 class _Nothing:
@@ -138,10 +145,11 @@ class _Nothing:
 def test_a_full_queue_drops_rows_and_counts_them() -> None:
     store = _BlockingStore()
     instruments = Instruments()
-    logger = RequestLogger(store, "store", capacity=3,  # type: ignore[arg-type]
+    one = len('{"instances":[[5.1,3.5,1.4,0.2]]}{"predictions":[0]}' + TABLE)
+    logger = RequestLogger(store, "store", queue_bytes=3 * one,  # type: ignore[arg-type]
                            instruments=instruments)
     name = "projects/p/models/iris/versions/v1"
-    for _ in range(10):  # never blocks: the writer holds one row, the queue three
+    for _ in range(10):  # never blocks: rows being written count until written: three fit
         logger.offer(name, logging_config(1.0), [ROW], {}, [0])
     registry = instruments.registry
     assert registry.get_sample_value("mlemu_request_log_dropped_total",
@@ -150,7 +158,7 @@ def test_a_full_queue_drops_rows_and_counts_them() -> None:
     logger.drain()
     written = registry.get_sample_value("mlemu_request_log_rows_total", {"destination": "store"})
     assert written == len(store.rows)
-    assert 1 <= len(store.rows) <= 4
+    assert len(store.rows) == 3
     assert all(kind == request_log.KIND and parent == name for kind, parent, _ in store.rows)
 
 

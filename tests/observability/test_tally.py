@@ -1,11 +1,12 @@
 """observability/tally.py: per-thread rows add up exactly at each flush, a flush touches only the
 label sets that changed and writes each value once however many threads changed it, it lets
-other threads run during a long flush, and the background flush is paced by its own cost."""
+other threads run during a long flush (measured by an injected clock), and the background flush
+is paced by its own cost."""
 
 import threading
-import time
 
 from observability.tally import Tally, bounds, pace
+from tests.kit.clocks import FakeClock
 
 BOUNDS = bounds((0.1, 1.0))
 
@@ -89,20 +90,26 @@ def test_a_flush_writes_each_value_once_whatever_the_threads_that_changed_it():
     assert [(b.calls, b.total) for b in histogram._buckets] == [(0, 0), (2, 8), (0, 0)]
 
 
-def test_a_long_flush_lets_other_threads_run(monkeypatch):
-    tally = Tally()
+def test_a_long_flush_lets_other_threads_run():
+    """A flush yields the GIL once every SLICE_S of its own clock: here each reading is 0.3 ms
+    later, so a slice (0.5 ms) ends after every second child."""
+    yields = []
+    tally = Tally(clock=FakeClock(step=0.0003), pause=yields.append)
     values = [Value() for _ in range(3000)]
     for value in values:
         tally.inc(value)
-    yields = []
-    real_sleep = time.sleep
-    here = threading.get_ident()  # (other tests' background flushers sleep too)
-    monkeypatch.setattr(time, "sleep", lambda s: (
-        yields.append(s) if threading.get_ident() == here else None, real_sleep(s)))
-    monkeypatch.setattr(Tally, "SLICE_S", 0.0)  # every child is a slice
     tally.flush()
-    assert yields == [0] * 3000
+    assert yields == [0] * 1500
     assert all(value.total == 1 for value in values)
+
+
+def test_a_quick_flush_does_not_yield():
+    yields = []
+    tally = Tally(clock=FakeClock(), pause=yields.append)  # no time passes
+    for value in [Value() for _ in range(100)]:
+        tally.inc(value)
+    tally.flush()
+    assert yields == []
 
 
 def test_an_observation_of_zero_is_still_flushed():

@@ -20,7 +20,7 @@ import predictors
 from core.errors import PredictionFailed
 from predictors.array_batching import ArrayBatcher, TensorBatcher, TensorCall
 from predictors.merging import Merger
-from tests import modelkit
+from tests.kit import modelkit
 
 
 class Held:

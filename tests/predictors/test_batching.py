@@ -20,7 +20,7 @@ import predictors
 from core.errors import PredictionFailed
 from core.payloads import ANONYMOUS, ModelRef, PredictRequest
 from predictors import batching
-from tests import modelkit
+from tests.kit import modelkit
 
 
 class Recorder:

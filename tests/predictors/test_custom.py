@@ -7,7 +7,7 @@ import pytest
 import predictors
 from core.errors import ModelLoadError, PredictionFailed
 from registry import artifacts
-from tests import modelkit
+from tests.kit import modelkit
 
 
 def _load(tmp_path, package, prediction_class="scale_predictor.ScalePredictor", factor=2.0):
@@ -87,3 +87,32 @@ def test_unpack_rejects_unknown_files(tmp_path):
     (tmp_path / "broken.tar.gz").write_bytes(b"not a tarball")
     with pytest.raises(ModelLoadError, match="Could not unpack"):
         artifacts.unpack_package(str(tmp_path / "broken.tar.gz"), tmp_path / "cache")
+
+
+class _Importing:
+    """A module whose `__file__`, when read, imports a module (adds to sys.modules): what another
+    thread's import does while a custom predictor loads, at the worst moment, every time."""
+
+    def __init__(self, name):
+        self.name = name
+        self.reads = 0
+
+    @property
+    def __file__(self):
+        self.reads += 1
+        sys.modules[f"{self.name}_{self.reads}"] = type(sys)(f"{self.name}_{self.reads}")
+        return "/nowhere/helper.py"
+
+
+def test_imports_by_other_threads_during_a_load_do_not_fail_it(tmp_path):
+    package = modelkit.custom_package(tmp_path, kind="dir")
+    sneaky = _Importing("racing_import")
+    sys.modules["scale_predictor.sneaky"] = sneaky  # same top-level name: looked at by the load
+    try:
+        predictor = _load(tmp_path, package)
+        assert predictor.predict([[1, 2]]) == [6.0]
+        assert sneaky.reads >= 1
+        assert sys.modules["scale_predictor.sneaky"] is sneaky  # set aside, then put back
+    finally:
+        for name in [n for n in sys.modules if n.startswith(("racing_import", "scale_predictor"))]:
+            del sys.modules[name]

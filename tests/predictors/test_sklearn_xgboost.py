@@ -7,7 +7,7 @@ import pytest
 
 import predictors
 from core.errors import ModelLoadError, PredictionFailed
-from tests import modelkit
+from tests.kit import modelkit
 
 
 def test_sklearn_joblib_and_pkl_predict_like_the_estimator(tmp_path):

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     base = tmp_path_factory.mktemp("tf")
     keras_dir, keras_model = tfmodels.keras_model(base / "keras")

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from tests import modelkit
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.kit import modelkit
 
 PROJECT = "mlemu"  # the default project the protocols serve
 
@@ -73,7 +73,7 @@ def build_models(root: Path, tensorflow: bool = False) -> dict[str, Any]:
     (root / "empty").mkdir()
     entries: dict[str, Any] = {}
     if tensorflow:
-        from tests import tfmodels
+        from tests.kit import tfmodels
 
         tfmodels.tf2_model(root / "tf2")
         tfmodels.keras_model(root / "keras")

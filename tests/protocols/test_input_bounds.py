@@ -10,7 +10,7 @@ import pytest
 
 from protocols.tensor_binary import from_binary
 from protocols.tensors import check_shape
-from tests import modelkit
+from tests.kit import modelkit
 
 HUGE = 4611686018427387904
 

@@ -6,7 +6,7 @@ reads: an infinite float."""
 
 import pytest
 
-from tests import modelkit, tfmodels
+from tests.kit import modelkit, tfmodels
 
 BIG = b"1" + b"0" * 400  # 401 digits: past DBL_MAX (309 digits), short of Python's 4,300 cap
 

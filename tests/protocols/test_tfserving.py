@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from core.settings import Settings
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from app import create_app
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     base = tmp_path_factory.mktemp("tfs")
     tf2, tf1 = tfmodels.tf2_model(base / "tf2"), tfmodels.tf1_model(base / "tf1")

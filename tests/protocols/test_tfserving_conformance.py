@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from core.settings import Settings
-from tests import modelkit
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="session")
 def tf1_testdata(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The TF1 builder exports, made once per test session."""
-    from tests import tfmodels
+    from tests.kit import tfmodels
 
     base = tmp_path_factory.mktemp("tf1-testdata")
     return {"hpt": tfmodels.half_plus_two(base / "hpt"),

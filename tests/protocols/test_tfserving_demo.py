@@ -88,7 +88,7 @@ NO_TENSORFLOW = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from app import create_app
     from core.settings import Settings
-    from tests import modelkit
+    from tests.kit import modelkit
 
     base = Path({base!r})
     modelkit.sklearn_model(base / "iris")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import struct
+import time
 from typing import Any
 
 import grpc
@@ -162,3 +163,52 @@ def test_malformed_grpc_requests_get_status_codes(small_limit_server: LiveServer
         answer = stub.ModelInfer(good, timeout=10)
         assert np.frombuffer(answer.raw_output_contents[0], "<i8").shape == (1,)
     _still_serving(small_limit_server)
+
+
+GARBLED = b"\x0a\xff\xff\xff\xff\x0f"  # a length-delimited field 1 that runs past the end
+
+
+def _grpc_requests_counted(server: LiveServer, method: str, code: str) -> float:
+    text = requests.get(f"{server.url}/metrics", timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("mlemu_requests_total{") and 'transport="grpc"' in line \
+                and f'method="{method}"' in line and f'code="{code}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_messages_that_do_not_parse_are_invalid_arguments(small_limit_server: LiveServer) -> None:
+    """Bytes that are not the method's message: INVALID_ARGUMENT naming the message type (no
+    Python class name), one short log line per call (no traceback), counted in /metrics."""
+    assert small_limit_server.grpc_target
+    calls = [("/inference.GRPCInferenceService/ModelInfer", "inference.ModelInferRequest", False),
+             ("/inference.GRPCInferenceService/ModelReady", "inference.ModelReadyRequest", False),
+             ("/grps.protos.v1.GrpsService/Predict", "grps.protos.v1.GrpsMessage", False),
+             ("/grps.protos.v1.GrpsService/PredictStreaming", "grps.protos.v1.GrpsMessage", True)]
+    log_before = small_limit_server.output()
+    counted = _grpc_requests_counted(small_limit_server, "ModelInfer", "INVALID_ARGUMENT")
+    rounds = 20
+    with grpc.insecure_channel(small_limit_server.grpc_target) as channel:
+        for path, message_type, streaming in calls:
+            call = (channel.unary_stream if streaming else channel.unary_unary)(
+                path, request_serializer=bytes, response_deserializer=bytes)
+            for _ in range(rounds):
+                with pytest.raises(grpc.RpcError) as caught:
+                    answer = call(GARBLED, timeout=10)
+                    if streaming:
+                        list(answer)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, path
+                assert caught.value.details() == ("Failed to parse the request: it is not a "
+                                                  f"valid {message_type} message.")
+    _still_serving(small_limit_server)
+    deadline = time.monotonic() + 30  # the gRPC process flushes its counts every second
+    while _grpc_requests_counted(small_limit_server, "ModelInfer",
+                                 "INVALID_ARGUMENT") - counted < rounds:
+        assert time.monotonic() < deadline, "the refused calls were never counted"
+        time.sleep(0.2)
+    logged = small_limit_server.output()[len(log_before):]
+    assert "Traceback" not in logged and "DecodeError" not in logged
+    lines = [line for line in logged.splitlines() if "request is not a valid" in line]
+    assert len(lines) == rounds * len(calls)
+    assert len(logged) < 400 * rounds * len(calls)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import iamkit, modelkit
+from tests.kit import iamkit, modelkit
 from tests.protocols.conftest import PROJECT
 
 

@@ -15,8 +15,8 @@ import pytest
 import requests
 
 from core.settings import Settings, VertexSettings
-from tests import modelkit
 from tests.conftest import ROOT, free_port, stop_server
+from tests.kit import modelkit
 
 HEALTH = "/v1/endpoints/123/deployedModels/456"
 PREDICT = "/v1/endpoints/123/deployedModels/456:predict"

@@ -13,7 +13,7 @@ import pytest
 
 from app import create_app
 from core.settings import Settings, VertexSettings
-from tests import modelkit
+from tests.kit import modelkit
 
 pytestmark = pytest.mark.slow
 

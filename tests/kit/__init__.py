@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: models, servers, clients, clocks (no tests here)."""

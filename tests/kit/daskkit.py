@@ -1,0 +1,133 @@
+"""A `dask.distributed` cluster as separate processes on 127.0.0.1 (a scheduler and workers, each
+worker with a directory of its own standing for its machine), and mlemu's worker-side code as a
+wheel installed into each worker's directory, for tests of batch jobs on Beam's DaskRunner.
+
+The wheel: `pip wheel .` of the repository does not build yet (pyproject.toml has no package
+list), so `build_wheel` copies the packages a batch worker imports (WORKER_PACKAGES: the Beam
+pipeline and what it loads models through) into a temporary project and builds that with
+setuptools, offline (`--no-build-isolation`). Each worker gets it with `pip install --target`
+into its own directory, and runs with only that directory (not the repository) on its path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What a batch job's worker imports of mlemu (batch.pipeline -> predictors, registry, core).
+WORKER_PACKAGES = ("batch", "core", "predictors", "registry")
+PYPROJECT = """[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "mlemu"
+version = "0.0.0"
+requires-python = ">=3.11"
+
+[tool.setuptools.packages.find]
+include = [{include}]
+"""
+
+
+def build_wheel(work: Path) -> Path:
+    """mlemu's worker packages as a wheel in `work`/dist; its path."""
+    project = work / "project"
+    for package in WORKER_PACKAGES:
+        shutil.copytree(ROOT / package, project / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    (project / "pyproject.toml").write_text(PYPROJECT.format(
+        include=", ".join(f'"{p}", "{p}.*"' for p in WORKER_PACKAGES)))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-q", "-w", str(work / "dist"), str(project)],
+                   check=True, capture_output=True, timeout=300)
+    [wheel] = (work / "dist").glob("mlemu-*.whl")
+    return wheel
+
+
+def _install(wheel: Path, home: Path) -> str:
+    """`wheel` installed into `home`/site (a machine's own copy); that directory."""
+    site = home / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+                    "--target", str(site), str(wheel)], check=True, capture_output=True,
+                   timeout=300)
+    return str(site)
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 90) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{what} exited with {proc.returncode}"
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not listen on 127.0.0.1:{port}")
+
+
+class DaskCluster:
+    """`dask scheduler` and `workers` x `dask worker` (one single-threaded process each)."""
+
+    def __init__(self, work: Path, wheel: Path, workers: int = 2) -> None:
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs = []
+        # Only the venv's packages and each worker's own install of the wheel: nothing of the
+        # repository (its PYTHONPATH, pytest's path, the server's working directory).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["OPENBLAS_NUM_THREADS"] = "1"
+        # The scheduler unpickles the task graph (Dask wants one environment everywhere), so
+        # it gets the wheel too. Should this process die without stop(), the scheduler ends
+        # after 10 idle minutes and the workers a minute after it (--death-timeout).
+        self._start(work / "scheduler", {**env, "PYTHONPATH": _install(wheel, work / "scheduler")},
+                    "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+                    str(self.port), "--no-dashboard", "--idle-timeout", "600s")
+        _wait_port(self.port, self.procs[0], "dask scheduler")
+        self.sites = []
+        for i in range(workers):
+            home = work / f"worker{i}"
+            self.sites.append(Path(_install(wheel, home)))
+            self._start(home, {**env, "PYTHONPATH": str(self.sites[-1])},
+                        "distributed.cli.dask_worker",
+                        self.address, "--host", "127.0.0.1", "--nworkers", "1", "--nthreads",
+                        "1", "--no-dashboard", "--no-nanny", "--local-directory",
+                        str(home / "dask"), "--death-timeout", "60", "--name", f"worker{i}")
+
+    def _start(self, home: Path, env: dict[str, str], module: str, *args: str) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        log = open(home / "log", "wb")  # noqa: SIM115 - lives with the process
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=str(home),
+                                           env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+
+    def client(self, workers: int, timeout: float = 90) -> object:
+        """A client once `workers` workers have joined."""
+        from distributed import Client
+
+        client = Client(self.address, timeout=timeout)
+        client.wait_for_workers(workers, timeout=timeout)
+        return client
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 15)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+        for log in self.logs:
+            log.close()
