@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {
     "core": 0,
     "auth": 1, "registry": 1, "predictors": 1, "explainers": 1, "batch": 1, "observability": 1,
+    "controls": 1,
     "emulator": 2,
-    "dataplane": 3, "controlplane": 3,
+    "dataplane": 3, "controlplane": 3, "admin": 3,
     "api": 4, "protocols": 4, "web": 4, "console": 4,
     "app": 5, "boot": 5, "grpcserve": 5, "cli": 5,
 }
