@@ -201,3 +201,15 @@ def test_the_server_imports_no_beam():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_layered_package_ships_in_the_wheel():
+    """pyproject.toml's package list names every package of the layers (a package left out
+    would be missing from an installed mlemu and fail its import at start)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    included = set(config["tool"]["setuptools"]["packages"]["find"]["include"])
+    missing = sorted(name for name in LAYERS
+                     if (ROOT / name / "__init__.py").exists() and name not in included)
+    assert not missing, f"packages missing from pyproject.toml's include list: {missing}"
