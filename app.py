@@ -25,10 +25,12 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str:
 try:
     import click
 
+    from cli.admin import admin as admin_cli
     from cli.client import explain as explain_cli
     from cli.client import models as models_cli
     from cli.client import versions as versions_cli
     from cli.jobs import jobs as jobs_cli
+    from cli.state import prepare, snapshot_options
     from core.envvars import BOOLEAN, COUNT, DIRECTORY, FILE, FLOAT, INTEGER, Kind, SettingsError, Var
     from core.settings import SETTINGS, Settings
 except ModuleNotFoundError as _missing:  # the CLI run with a Python without the requirements
@@ -48,6 +50,8 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
     from flask import Flask
 
     from api import register_authentication, register_fallbacks
+    from api.admin import bp as admin_bp
+    from api.controls_hook import register_controls
     from api.health import bp as health_bp
     from api.management import BLUEPRINTS as management_bps
     from api.metrics import bp as metrics_bp
@@ -75,23 +79,23 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
         from protocols.vertex import make_blueprint as vertex_blueprint
 
         flask_app.register_blueprint(vertex_blueprint(settings))
-    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp, grps_bp):
+    for bp in (health_bp, metrics_bp, aiplatform_bp, tfserving_bp, *management_bps, v2_bp,
+               grps_bp, admin_bp):
         flask_app.register_blueprint(bp)
     register_vertex_api(flask_app)  # Vertex AI (docs/vertex.md)
     register_console(flask_app)  # /console/ unless MLEMU_CONSOLE=false
     register_authentication(flask_app)
+    register_controls(flask_app)  # after authentication: a bad credential is 401 first
     register_fallbacks(flask_app)
     register_unimplemented(flask_app)  # 501 for whatever ml v1 method nothing above serves
     register_vertex_unimplemented(flask_app)  # last: 501 for the Vertex AI methods not served
-    # Every request is counted and access-logged once: Flask's by this middleware around it...
-    emu = flask_app.extensions["mlemu"]
-    observed = None
-    if emu.instruments is not None or settings.log_format == "json" or settings.access_log_on:
-        vertex = settings.vertex
-        routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
-        observed = ObservedApp(flask_app.wsgi_app, emu.instruments,
-                               access=settings.access_log_on, vertex_routes=routes)
-        flask_app.wsgi_app = observed  # type: ignore[method-assign]
+    # Every request is counted, access-logged and journaled once: Flask's by this middleware...
+    emu, vertex = flask_app.extensions["mlemu"], settings.vertex
+    routes = {vertex.predict_route: "predict", vertex.health_route: "health"} if vertex else {}
+    observed = ObservedApp(flask_app.wsgi_app, emu.instruments, access=settings.access_log_on,
+                           vertex_routes=routes, journal=emu.controls.record,
+                           body_limit=emu.controls.body_limit)
+    flask_app.wsgi_app = observed  # type: ignore[method-assign]
     # ...and outermost, plain :predict requests (ml v1's, Vertex AI's endpoints) are served before
     # Flask's per-request machinery (same steps), counted and logged through its begin/end.
     for fast_path in (PredictFastPath, VertexPredictFastPath):
@@ -101,10 +105,10 @@ def create_app(settings: Settings | None = None, *, warm: bool = True) -> Flask:
 
 #: What create_app imports. gunicorn's master imports them before forking (import_app_modules),
 #: so each worker starts with them loaded and shares their memory.
-APP_MODULES = ("flask", "api", "api.health", "api.management", "api.metrics", "api.unimplemented",
-               "boot", "console", "emulator", "observability.http", "observability.logs",
-               "protocols.aiplatform", "protocols.grps", "protocols.tfserving", "protocols.v2",
-               "api.vertex_api", "protocols.vertex_fastpath")
+APP_MODULES = ("flask", "api", "api.admin", "api.controls_hook", "api.health", "api.management",
+               "api.metrics", "api.unimplemented", "boot", "console", "emulator",
+               "observability.http", "observability.logs", "protocols.aiplatform", "protocols.grps",
+               "protocols.tfserving", "protocols.v2", "api.vertex_api", "protocols.vertex_fastpath")
 
 
 def import_app_modules() -> None:
@@ -147,6 +151,7 @@ main.add_command(models_cli)  # `models create|list`, talking to a running serve
 main.add_command(versions_cli)  # `versions create|list|set-default|delete`
 main.add_command(explain_cli)  # `explain --model M [--version V] --json-instances F`
 main.add_command(jobs_cli)  # `jobs submit prediction|describe|list|cancel`
+main.add_command(admin_cli)  # `admin reset|snapshot|faults|timing|requests` (docs/controls.md)
 
 
 def _click_type(kind: Kind) -> click.ParamType:
@@ -176,7 +181,8 @@ def setting_flags(table: tuple[Var, ...]) -> Callable[[Callable[..., Any]], Call
 
 @main.command()
 @setting_flags(SETTINGS)
-def serve(**flags: Any) -> None:
+@snapshot_options
+def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -> None:
     """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
     settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
     # gunicorn runs from the project folder: make relative paths mean what they meant here.
@@ -195,6 +201,7 @@ def serve(**flags: Any) -> None:
     from cli import preflight
 
     preflight.check_start(settings)
+    prepare(settings, import_file)  # no controls of a past run; --import, if given
     from boot import QUIET_NATIVE_LOGS
 
     env = {**QUIET_NATIVE_LOGS, **os.environ, **settings.to_env()}
@@ -205,14 +212,13 @@ def serve(**flags: Any) -> None:
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
     settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
-    if settings.grpc_port:
+    if settings.grpc_port or export_on_exit is not None:
         from cli import supervisor
 
         try:  # several gRPC processes share the port: it must be free of anybody else's
-            grpc = supervisor.grpc_commands(settings)
+            sys.exit(supervisor.serve(argv, env, ROOT, settings, export_on_exit))
         except supervisor.PortInUse as exc:
             raise click.ClickException(str(exc)) from None
-        sys.exit(supervisor.run([argv, *grpc], env, ROOT))
     os.execve(sys.executable, argv, env)
 
 

@@ -20,7 +20,7 @@ from web.http import error_json, request_caller
 log = logging.getLogger("mlemu")
 
 def _google_path() -> bool:
-    return request.path.startswith("/v1/projects")
+    return request.path.startswith(("/v1/projects", "/_mlemu/"))
 
 
 def _render(exc: ApiError) -> Response:

@@ -88,7 +88,9 @@ PREDEFINED: Mapping[str, frozenset[str]] = {
     "roles/viewer": _VIEWER | _VERTEX_READ | {"ml.jobs.getIamPolicy", "ml.models.getIamPolicy",
                                               "ml.models.predict", "ml.versions.predict"},
     "roles/editor": (ML_PERMISSIONS - _SET_IAM) | VERTEX_PERMISSIONS | _PROJECT,
-    "roles/owner": ML_PERMISSIONS | VERTEX_PERMISSIONS | _PROJECT,
+    "roles/owner": ML_PERMISSIONS | VERTEX_PERMISSIONS | _PROJECT | {"mlemu.admin"},
+    # Not a Google role: the emulator's own controls (/_mlemu/, docs/controls.md).
+    "roles/mlemu.admin": frozenset({"mlemu.admin"}),
 }
 
 #: Every permission some predefined role grants: what testIamPermissions can ever answer.

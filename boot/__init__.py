@@ -13,6 +13,7 @@ import threading
 import auth
 from controlplane import job_work, operation_work
 from controlplane.vertex import batch_work as vertex_batch_work
+from controls import Controls
 from core.errors import Unavailable
 from core.settings import Settings
 from emulator import Emulator
@@ -77,6 +78,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
     emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments,
                                     max_bytes=settings.request_log_max_bytes)
+    emu.controls = Controls(settings.state_dir)
     settings.models_root.mkdir(exist_ok=True)
     emu.sources = artifacts.Sources.for_server(settings.local_model_roots(), settings.allowed_buckets)
     emu.data_sources = artifacts.Sources.for_server(
@@ -89,6 +91,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
         emu.bootstrap_versions.append(register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
     emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
+    emu.tasks.hold = emu.controls.timing.hold  # timing rules (controls/timing.py) gate every task type
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     vertex_batch_work.register(emu.tasks)  # Vertex AI's batch prediction jobs, likewise
@@ -96,5 +99,6 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()
     else:
+        emu.remember_baseline()
         emu.warmed.set()
     return emu

@@ -94,3 +94,17 @@ def run(commands: Sequence[Sequence[str]], env: Mapping[str, str], cwd: Path) ->
             child.wait()
     code = first.returncode
     return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def serve(argv: Sequence[str], env: Mapping[str, str], cwd: Path, settings: Settings,
+          export_on_exit: Path | None) -> int:
+    """`serve` with children to watch: gunicorn (`argv`), the gRPC processes if a gRPC port is
+    set (PortInUse if the port is taken), and, once all have stopped, the state written to
+    `export_on_exit` (cli/state.py). Returns the exit code for `serve`."""
+    grpc = grpc_commands(settings) if settings.grpc_port else []
+    code = run([list(argv), *grpc], env, cwd)
+    if export_on_exit is not None:
+        from cli.state import snapshot_file
+
+        snapshot_file(settings, export_on_exit, restore=False)
+    return code

@@ -221,7 +221,9 @@ def create_job(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[st
 def get_job(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
     jobs.parse_job_name(name)
     auth.authorize(emu, caller, "ml.jobs.get", name)
-    return common.get_job(emu.store, name).to_json()
+    job = common.get_job(emu.store, name)
+    emu.controls.timing.polled(name)  # a timing rule may wait for N polls (controls/timing.py)
+    return job.to_json()
 
 
 def list_jobs(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,

@@ -78,7 +78,9 @@ def _get(emu: Emulator, name: str) -> Operation:
 
 def get_operation(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
     auth.authorize(emu, caller, "ml.operations.get", name)
-    return _get(emu, name).to_json()
+    op = _get(emu, name)
+    emu.controls.timing.polled(name)  # a timing rule may wait for N polls (controls/timing.py)
+    return op.to_json()
 
 
 def list_operations(emu: Emulator, caller: Caller, name: str, *, filter: str | None = None,

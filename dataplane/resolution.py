@@ -40,7 +40,10 @@ def resolve(emu: Emulator, caller: Caller, ref: ModelRef, permission: str) -> tu
     auth.authorize(emu, caller, permission, ref.resource_name)
     version = lookup.serving_version(emu.store, ref)
     # Logs and metrics name what the registry resolved (never a name a request made up).
-    context.set_target(ref.model, version.name.rsplit("/", 1)[1], caller.principal)
+    version_id = version.name.rsplit("/", 1)[1]
+    context.set_target(ref.model, version_id, caller.principal, ref.project)
+    # Fault and latency rules (controls/): one shared-word comparison when none is set.
+    emu.controls.check(ref.project, ref.model, version_id)
     return version, emu.deployments.get(version)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from core.payloads import Caller, ModelRef, NumericInstances, PredictRequest, PredictResponse
 from dataplane.bookkeeping import finish
 from dataplane.resolution import check_parameters, predict_permission, resolve
+from observability import context
 from predictors.base import Predictor
 from predictors.batching import BatchObserver, TensorCall
 from registry.resources import Version
@@ -64,6 +65,8 @@ def run_instances(emu: Emulator, version: Version, predictor: Predictor, instanc
                   parameters: dict[str, Any], *, stored: bool = True) -> Any:
     """`predictor.predict(instances, **parameters)`, merged with concurrent requests where it
     may be (a batchable predictor, batching on, no parameters of the request's own)."""
+    if hasattr(instances, "__len__"):  # the request journal's instance count (controls/)
+        context.set_instances(len(instances))
     limit = emu.settings.batch_max_instances
     if predictor.batchable and limit > 0 and not parameters:
         observer = _observer(emu, version)

@@ -44,8 +44,16 @@ def resolve(emu: Emulator, caller: Caller, endpoint: str, permission: str,
     if routes is None:
         raise NotFound(f"Endpoint `{endpoint}` not found.")
     target = routes.pick(emu.vertex_routers, deployed_model_id)
-    context.set_target(target.model.rsplit("/", 1)[-1], target.deployed_model_id,
-                       caller.principal)
+    model = target.model.rsplit("/", 1)[-1]
+    project = endpoint.split("/")[1] if endpoint.startswith("projects/") else ""
+    context.set_target(model, target.deployed_model_id, caller.principal, project)
+    ctx = context.current()
+    if ctx is not None:  # the journal's names for a Vertex AI prediction
+        ctx.endpoint, ctx.deployed_model = endpoint.rsplit("/", 1)[-1], target.deployed_model_id
+    # Fault and latency rules (controls/), as dataplane.resolve applies them to the others.
+    emu.controls.check(project, model, target.deployed_model_id,
+                       endpoint=endpoint.rsplit("/", 1)[-1],
+                       deployed_model=target.deployed_model_id)
     return target, emu.deployments.get(target.version)
 
 

@@ -5,8 +5,9 @@ the statuses of gunicorn/workers/base.py `handle_error`: 400 bad request line, h
 size, 414 request line too long, 431 headers too large, 501 unsupported transfer coding, ...). No
 client of the emulated APIs parses HTML, so the worker keeps gunicorn's status and reason and
 writes the body in the shape of the route's protocol, as the app's own errors are (api/__init__.py):
-the Google error object under /v1/projects, grps's `{"status": {...}}` under /grps/, and
-`{"error": "..."}` (TF Serving, V2) elsewhere or when not even the path could be read.
+the Google error object under /v1/projects and /_mlemu/ (the controls), grps's
+`{"status": {...}}` under /grps/, and `{"error": "..."}` (TF Serving, V2) elsewhere or when not
+even the path could be read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _CODES = {400: Code.INVALID_ARGUMENT, 403: Code.PERMISSION_DENIED, 408: Code.DEA
 def body_for(path: str | None, status: int, message: str) -> bytes:
     """The error body for `path` (None: unknown)."""
     path = path or ""
-    if path.startswith("/v1/projects"):
+    if path.startswith(("/v1/projects", "/_mlemu/")):
         code = _CODES.get(status, Code.INTERNAL)
         body: Any = {"error": {"code": status, "message": message, "status": code.name}}
     elif path.startswith("/grps/"):

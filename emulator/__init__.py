@@ -14,9 +14,11 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 import auth
 from batch.runners import Runners
+from controls import Controls
 from core.errors import ApiError
 from core.settings import Settings
 from observability import metric_files
@@ -54,6 +56,12 @@ class Emulator:
     instruments: Instruments | None = None
     #: Request-response logging of versions with a requestLoggingConfig.
     request_log: RequestLogger = dataclasses.field(init=False, repr=False, compare=False)
+    #: Fault and timing rules, the request journal (controls/; docs/controls.md).
+    controls: Controls = dataclasses.field(init=False, repr=False, compare=False)
+    #: Store documents of the bootstrap file's models and versions once warmed: what a reset
+    #: puts back (admin/reset.py).
+    baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False)
     #: Vertex AI endpoints' seeded traffic-split routers (registry/vertex_serving.py).
     vertex_routers: vertex_serving.Routers = dataclasses.field(
         default_factory=vertex_serving.Routers, repr=False, compare=False)
@@ -86,7 +94,20 @@ class Emulator:
                     if not version.framework and not version.prediction_class:
                         self._set_framework(version, predictor.framework)
         finally:
+            self.remember_baseline()
             self.warmed.set()
+
+    def remember_baseline(self) -> None:
+        """Keep the bootstrap file's models and versions as stored now (after warm-up recorded
+        what loading found), as kind -> name -> (parent, document): what a reset restores."""
+        baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {"models": {}, "versions": {}}
+        for name in self.bootstrap_versions:
+            model = name.rsplit("/versions/", 1)[0]
+            for kind, wanted in (("versions", name), ("models", model)):
+                for found, parent, doc in self.store.rows(kind, wanted):
+                    if found == wanted:
+                        baseline[kind][found] = (parent, doc)
+        self.baseline = baseline
 
     def _mark_failed(self, version: Version, message: str) -> None:
         def fail(current: Version) -> bool:

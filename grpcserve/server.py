@@ -25,7 +25,7 @@ import threading
 from collections.abc import Coroutine
 from concurrent import futures
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -35,9 +35,7 @@ from core.settings import Settings
 from emulator import Emulator
 from grpcserve import malformed
 from grpcserve.dispatch import Dispatcher, Meter
-
-if TYPE_CHECKING:
-    from observability.grpc import Observer
+from observability.grpc import Observer
 
 log = logging.getLogger("mlemu.grpc")
 #: Seconds in-flight calls get to finish on SIGTERM (Cloud Run kills 10 s after it).
@@ -110,11 +108,8 @@ class GrpcServer:
         vertex = vertex_grpc.handlers(emu)  # Vertex AI PredictionService, when its SDK is there
         if vertex is not None:
             services.methods[vertex_grpc.SERVICE] = vertex
-        observer = None
-        if emu.instruments is not None or settings.log_format == "json":
-            from observability.grpc import Observer
-
-            observer = Observer(emu.instruments)
+        # Always observed: the request journal (controls/) records every call.
+        observer = Observer(emu.instruments, emu.controls.record)
         for service, handlers in services.methods.items():
             built = {method: _handler(service, method, handler, observer, self.dispatcher)
                      for method, handler in handlers.items()}

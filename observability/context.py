@@ -26,6 +26,15 @@ class RequestContext:
     model = ""
     version = ""
     caller = ""
+    #: What the controls (fault rules, the request journal) call the request: the protocol and
+    #: its method id (docs/controls.md), set where the request enters; the project, endpoint and
+    #: deployed model it reached; how many instances it carried (-1: not a prediction).
+    protocol = ""
+    method = ""
+    project = ""
+    endpoint = ""
+    deployed_model = ""
+    instances = -1
 
     @classmethod
     def traced(cls, trace_id: str, span_id: str, sampled: bool) -> RequestContext:
@@ -51,11 +60,26 @@ def leave(token: contextvars.Token[RequestContext | None]) -> None:
     CURRENT.reset(token)
 
 
-def set_target(model: str, version: str, caller: str | None) -> None:
+def set_target(model: str, version: str, caller: str | None, project: str = "") -> None:
     """Record the model and version a request is served by (called once resolved)."""
     ctx = CURRENT.get()
     if ctx is not None:
         ctx.model, ctx.version, ctx.caller = model, version, caller or ""
+        ctx.project = project
+
+
+def set_method(protocol: str, method: str) -> None:
+    """Name the request for the controls (an adapter that knows its method id better than the
+    path does: ml v1 management methods)."""
+    ctx = CURRENT.get()
+    if ctx is not None:
+        ctx.protocol, ctx.method = protocol, method
+
+
+def set_instances(count: int) -> None:
+    ctx = CURRENT.get()
+    if ctx is not None:
+        ctx.instances = count
 
 
 # X-Cloud-Trace-Context: TRACE_ID[/SPAN_ID][;o=OPTIONS]; SPAN_ID is decimal there

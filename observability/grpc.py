@@ -21,6 +21,16 @@ from observability import context
 from observability.metrics import Instruments
 
 _SERVICES = {"inference.GRPCInferenceService": "v2", "grps.protos.v1.GrpsService": "grps"}
+#: RPC name -> the method name the same call has over REST (observability/http.py
+#: control_names), so one fault rule or journal filter covers both transports.
+CONTROL_METHODS = {
+    "v2": {"ModelInfer": "infer", "ModelMetadata": "metadata", "ServerMetadata": "metadata",
+           "ModelReady": "health", "ServerLive": "health", "ServerReady": "health"},
+    "grps": {"Predict": "predict", "PredictStreaming": "predict", "ModelMetadata": "metadata.model",
+             "ServerMetadata": "metadata.server", "CheckLiveness": "health.live",
+             "CheckReadiness": "health.ready", "Online": "health.online",
+             "Offline": "health.offline"},
+}
 
 
 def labels(service: str, method: str) -> tuple[str, str]:
@@ -57,20 +67,31 @@ class _RecordingContext:
 class Observer:
     """Opens each call's request context (trace for logs) and, with metrics on, counts it."""
 
-    def __init__(self, instruments: Instruments | None) -> None:
+    def __init__(self, instruments: Instruments | None,
+                 journal: Callable[..., None] | None = None) -> None:
         self.instruments = instruments
+        #: The request journal's recorder (observability/http.py `Journal`).
+        self.journal = journal
 
     def _record(self, protocol: str, method: str, ctx: context.RequestContext,
                 recording: _RecordingContext, failed: bool, started: float) -> None:
+        seconds = time.perf_counter() - started
+        status = recording.status(failed)
         if self.instruments is not None:
             self.instruments.request("grpc", protocol, method, ctx.model, ctx.version,
-                                     recording.status(failed), time.perf_counter() - started)
+                                     status, seconds)
+        if self.journal is not None:
+            self.journal(ctx, "grpc", f"/{protocol}/{method}", status, time.time() - seconds,
+                         seconds, None)
 
     @staticmethod
-    def _enter(servicer_context: Any) -> context.RequestContext:
+    def _enter(servicer_context: Any, protocol: str, method: str) -> context.RequestContext:
         metadata = {k.lower(): v for k, v in servicer_context.invocation_metadata() or ()
                     if isinstance(v, str)}
-        return context.parse_trace(metadata)
+        ctx = context.parse_trace(metadata)
+        ctx.protocol = protocol
+        ctx.method = CONTROL_METHODS.get(protocol, {}).get(method, method)
+        return ctx
 
     def unary(self, behavior: Callable[[Any, Any], Any], service: str,
               method: str) -> Callable[[Any, Any], Any]:
@@ -78,7 +99,7 @@ class Observer:
         protocol, method = labels(service, method)
 
         def observed(request: Any, servicer_context: Any) -> Any:
-            ctx = self._enter(servicer_context)
+            ctx = self._enter(servicer_context, protocol, method)
             recording = _RecordingContext(servicer_context)
             token = context.CURRENT.set(ctx)
             started, failed = time.perf_counter(), True
@@ -97,7 +118,7 @@ class Observer:
         protocol, method = labels(service, method)
 
         def observed(request: Any, servicer_context: Any) -> Iterator[Any]:
-            ctx = self._enter(servicer_context)
+            ctx = self._enter(servicer_context, protocol, method)
             recording = _RecordingContext(servicer_context)
             token = context.CURRENT.set(ctx)
             started, failed = time.perf_counter(), True

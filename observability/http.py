@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any
 
 from observability import context
+from observability.bodies import Captured, TeeInput
 from observability.context import CURRENT, RequestContext
 from observability.metrics import Instruments
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+#: Where each finished request goes for the request journal (controls.Controls.record):
+#: (context, transport, path, status, wall-clock start, seconds, (request, response) bodies).
+Journal = Callable[[RequestContext, str, str, str, float, float, "tuple[bytes, bytes] | None"],
+                   None]
 
 access_log = logging.getLogger("mlemu.access")
 
@@ -28,6 +33,17 @@ _TFS_VERBS = {":predict": "predict", ":classify": "classify", ":regress": "regre
 #: grps's REST routes (protocols/grps.py), by group: the only method labels its paths give.
 _GRPS_METHODS = {"health": ("online", "offline", "live", "ready"), "infer": ("predict",),
                  "metadata": ("server", "model")}
+
+
+def control_names(kind: tuple[str, str]) -> tuple[str, str]:
+    """(protocol, method) as fault rules and the journal name a request (docs/controls.md); ml v1
+    management methods get their method id from their blueprint (api/controls_hook.py)."""
+    protocol, method = kind
+    if protocol == "ml_v1":
+        return "aiplatform", ""
+    if protocol == "grps" and method.startswith("infer."):
+        return "grps", method[6:]
+    return kind
 
 
 def classify(path: str, verb: str, vertex_routes: dict[str, str]) -> tuple[str, str]:
@@ -89,37 +105,58 @@ class ObservedApp:
     chunks are sent; its size is absent from the access log (no Content-Length)."""
 
     def __init__(self, app: WSGIApp, instruments: Instruments | None, *, access: bool,
-                 vertex_routes: dict[str, str]) -> None:
+                 vertex_routes: dict[str, str], journal: Journal | None = None,
+                 body_limit: Callable[[], int] | None = None) -> None:
         self.app = app
         self.instruments = instruments
         self.access = access
         self.vertex_routes = vertex_routes
+        self.journal = journal
+        #: Bytes of each body the journal keeps (0: none; asked per request, cheaply).
+        self.body_limit = body_limit
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = perf_counter()
-        ctx, token = self.begin(environ)
+        kind = classify(environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", ""),
+                        self.vertex_routes)
+        ctx, token = self.begin(environ, kind)
         seen = StartSeen(start_response)
+        limit = self.body_limit() if self.body_limit is not None else 0
+        if limit:
+            environ["wsgi.input"] = TeeInput(environ["wsgi.input"], limit)
         try:
-            return self.app(environ, seen)
+            answer = self.app(environ, seen)
+            if limit:  # the journal entry waits for the response's bytes
+                return Captured(answer, limit, lambda body: self._journal(
+                    environ, ctx, seen.code, started, (environ["wsgi.input"].seen(), body)))
+            return answer
         finally:
-            path = environ.get("PATH_INFO", "")
-            verb = environ.get("REQUEST_METHOD", "")
-            self.end(environ, ctx, token, classify(path, verb, self.vertex_routes), seen.code,
-                     seen.headers, started)
+            self.end(environ, ctx, token, kind, seen.code, seen.headers, started,
+                     journal=not limit)
 
-    def begin(self, environ: dict[str, Any]) -> tuple[RequestContext, Any]:
-        """Open a request's context (its trace, if the headers carry one) for what runs next."""
+    def begin(self, environ: dict[str, Any],
+              kind: tuple[str, str] = ("other", "other")) -> tuple[RequestContext, Any]:
+        """Open a request's context (its trace, if the headers carry one) for what runs next;
+        `kind` is the request's (protocol, method) labels."""
         if "HTTP_TRACEPARENT" in environ or "HTTP_X_CLOUD_TRACE_CONTEXT" in environ:
             ctx = context.parse_trace({
                 "traceparent": environ.get("HTTP_TRACEPARENT", ""),
                 "x-cloud-trace-context": environ.get("HTTP_X_CLOUD_TRACE_CONTEXT", "")})
         else:
             ctx = RequestContext()
+        ctx.protocol, ctx.method = control_names(kind)
         return ctx, CURRENT.set(ctx)
+
+    def _journal(self, environ: dict[str, Any], ctx: RequestContext, code: str, started: float,
+                 bodies: tuple[bytes, bytes] | None) -> None:
+        if self.journal is not None:
+            seconds = perf_counter() - started
+            self.journal(ctx, "http", environ.get("PATH_INFO", ""), code, time() - seconds,
+                         seconds, bodies)
 
     def end(self, environ: dict[str, Any], ctx: RequestContext, token: Any,
             kind: tuple[str, str], code: str, headers: list[tuple[str, str]] | None,
-            started: float) -> None:
+            started: float, *, journal: bool = True) -> None:
         """Count and log a request `begin` opened, as (protocol, method) `kind`; close its
         context. protocols/aiplatform.PredictFastPath calls begin and end itself, knowing its
         requests' kind and answer without the wrapping above."""
@@ -131,6 +168,9 @@ class ObservedApp:
             if self.access:
                 self._access_log(environ, environ.get("PATH_INFO", ""),
                                  environ.get("REQUEST_METHOD", ""), code, headers, seconds)
+            if journal and self.journal is not None:
+                self.journal(ctx, "http", environ.get("PATH_INFO", ""), code, time() - seconds,
+                             seconds, None)
         finally:
             CURRENT.reset(token)
 

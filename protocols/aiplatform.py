@@ -228,10 +228,12 @@ class PredictFastPath:
         observed = self.observed
         if observed is None:
             return self._respond(environ, ref, start_response)[0]
+        if observed.body_limit is not None and observed.body_limit():
+            return self.app(environ, start_response)  # the journal keeps bodies: Flask's path
         # Counted here rather than by wrapping: the kind is known and the answer at hand, so the
         # most frequent request pays for no wrapper (bench/RESULTS.md, metrics on and off).
         started = perf_counter()
-        ctx, token = observed.begin(environ)
+        ctx, token = observed.begin(environ, _KIND)
         code, headers = "500", None
         try:
             body, code, headers = self._respond(environ, ref, start_response)

@@ -68,8 +68,10 @@ class VertexPredictFastPath:
         observed = self.observed
         if observed is None:
             return self._respond(environ, endpoint, start_response)[0]
+        if observed.body_limit is not None and observed.body_limit():
+            return self.app(environ, start_response)  # the journal keeps bodies: Flask's path
         started = perf_counter()
-        ctx, token = observed.begin(environ)
+        ctx, token = observed.begin(environ, _KIND)
         code, headers = "500", None
         try:
             body, code, headers = self._respond(environ, endpoint, start_response)

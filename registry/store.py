@@ -144,6 +144,14 @@ class SqliteStore(Store):
             ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
+        self._check(kind)
+        with self._conn() as conn:
+            found = conn.execute(
+                f"SELECT name, parent, body FROM {kind} WHERE substr(name, 1, ?) = ? ORDER BY name",
+                (len(prefix), prefix)).fetchall()
+        return [(name, parent, json.loads(body)) for name, parent, body in found]
+
     def every(self, kind: str) -> list[dict[str, Any]]:
         self._check(kind)
         with self._conn() as conn:

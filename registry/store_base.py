@@ -60,6 +60,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete(self, kind: str, name: str) -> bool: ...
 
+    def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
+        """(name, parent, body) of every document of `kind` whose name starts with `prefix`,
+        ordered by name (reset and snapshots walk the whole store)."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def delete_children(self, kind: str, parent: str) -> int:
         """Delete every document of `kind` whose parent is `parent` (none read); how many."""

@@ -185,6 +185,13 @@ class PostgresStore(Store):
             f"SELECT body FROM mlemu_{kind} WHERE parent = %s ORDER BY name", (parent,))
         return [json.loads(r[0]) for r in rows]
 
+    def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
+        self._check(kind)
+        found = self._execute(
+            f"SELECT name, parent, body FROM mlemu_{kind} WHERE left(name, %s) = %s ORDER BY name",
+            (len(prefix), prefix))
+        return [(name, parent, json.loads(body)) for name, parent, body in found]
+
     def every(self, kind: str) -> list[dict[str, Any]]:
         self._check(kind)
         rows = self._execute(f"SELECT body FROM mlemu_{kind} ORDER BY name", ())

@@ -124,6 +124,12 @@ class TaskRunner:
         #: Operation type -> what its task does; a task of a type not registered here stays
         #: in the store untouched (another process, or a later version, may know it).
         self._handlers: dict[str, Handler] = {}
+        #: Task name -> when this process first held it back (its timing rule's clock).
+        self._holding: dict[str, float] = {}
+        #: Asked before a task's work (timing rules, controls/timing.py): (task type, task name,
+        #: seconds since this run began) -> seconds to wait before asking again, an error that
+        #: ends the task without its work, or None to run it now.
+        self.hold: Callable[[str, str, float], float | ApiError | None] | None = None
 
     def register(self, task_type: str, work: Work, finish: Finish,
                  revert: Revert | None = None, long: bool = False) -> None:
@@ -141,8 +147,7 @@ class TaskRunner:
         self.start()
         with self._guard:
             self._mine.add(name)
-        h = self.handler(task_type)
-        (self._long_queue if h is not None and h.long else self._queue).put(name)
+        self._queue_for(task_type).put(name)
 
     def start(self) -> None:
         with self._guard:
@@ -176,6 +181,7 @@ class TaskRunner:
         return True
 
     def run(self, name: str) -> None:
+        later = False
         try:
             task = get(self.store, name)
             if task is None or task.owner != self.owner:
@@ -184,12 +190,20 @@ class TaskRunner:
             if h is None:
                 return
             result: Any = None
-            error: ApiError | None = None
+            held = self._held(task)
+            if isinstance(held, float):  # not yet: a timer queues it again, no thread waits
+                later = True
+                timer = threading.Timer(held, self._queue_for(task.type).put, (name,))
+                timer.daemon = True
+                timer.start()
+                return
+            error: ApiError | None = held
             instruments = getattr(self.context, "instruments", None)
             if instruments is not None:
                 instruments.operation(task.type, None)
             try:
-                result = h.work(self.context, task)
+                if error is None:
+                    result = h.work(self.context, task)
             except ApiError as exc:
                 error = exc
             except Exception as exc:  # a bug in one task must not kill the runner
@@ -204,9 +218,25 @@ class TaskRunner:
                 h.finish(self.context, current, result, error)
                 delete(self.store, name)
         finally:
-            with self._idle:
-                self._mine.discard(name)
-                self._idle.notify_all()
+            if not later:
+                with self._idle:
+                    self._mine.discard(name)
+                    self._holding.pop(name, None)
+                    self._idle.notify_all()
+
+    def _queue_for(self, task_type: str) -> queue.Queue[str]:
+        h = self.handler(task_type)
+        return self._long_queue if h is not None and h.long else self._queue
+
+    def _held(self, task: Task) -> float | ApiError | None:
+        """The timing rule's verdict on a task (`hold`): seconds until it is asked again, the
+        error the task ends with instead of its work, or None to run it now."""
+        hold = self.hold
+        if hold is None:
+            return None
+        with self._guard:
+            began = self._holding.setdefault(task.name, time.monotonic())
+        return hold(task.type, task.name, time.monotonic() - began)
 
     def tick(self) -> None:
         """Renew the leases of tasks running here, then adopt tasks nobody runs any more."""

@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {
     "core": 0,
     "auth": 1, "registry": 1, "predictors": 1, "explainers": 1, "batch": 1, "observability": 1,
+    "controls": 1,
     "emulator": 2,
-    "dataplane": 3, "controlplane": 3,
+    "dataplane": 3, "controlplane": 3, "admin": 3,
     "api": 4, "protocols": 4, "web": 4, "console": 4,
     "app": 5, "boot": 5, "grpcserve": 5, "cli": 5,
 }
@@ -200,3 +201,15 @@ def test_the_server_imports_no_beam():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_layered_package_ships_in_the_wheel():
+    """pyproject.toml's package list names every package of the layers (a package left out
+    would be missing from an installed mlemu and fail its import at start)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    included = set(config["tool"]["setuptools"]["packages"]["find"]["include"])
+    missing = sorted(name for name in LAYERS
+                     if (ROOT / name / "__init__.py").exists() and name not in included)
+    assert not missing, f"packages missing from pyproject.toml's include list: {missing}"

@@ -25,7 +25,7 @@ from tests.kit import modelkit
 
 RUNTIME_PACKAGES = ("core", "auth", "registry", "predictors", "explainers", "batch",
                     "observability", "emulator", "dataplane", "controlplane", "api", "protocols",
-                    "web", "boot", "grpcserve", "cli", "deploy")
+                    "web", "boot", "grpcserve", "cli", "deploy", "controls", "admin")
 #: Not part of a checkout's sources: build products, caches, local state.
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", ".venvs", "_generated", "tests", "bench",
                                      "build", "dist", "*.egg-info", "__pycache__", "*.pyc",

@@ -1,0 +1,176 @@
+"""The request journal: a bounded record of recent requests across every process of one server.
+
+Each process appends one JSON line per request to a file of its own (`STATE_DIR/journal/
+<pid>.jsonl`, opened O_APPEND: one write, no lock shared with other processes). A process keeps
+its file under `max_bytes`: past that it renames it to `<pid>.old` (replacing the previous one)
+and starts a new one, so a process holds at most twice that. Reading merges every file, newest
+last, and keeps the last `max_rows`. Clearing truncates every file (an O_APPEND writer in another
+process then writes at the new end) and removes the `.old` ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from core.errors import InvalidArgument
+
+#: Query parameters a listing filters on (exact match), and `since` (an RFC 3339 time).
+FILTERS = ("protocol", "method", "transport", "project", "model", "version", "endpoint",
+           "deployedModel", "caller", "status", "path")
+MAX_ROWS = 1_000
+MAX_BYTES = 4 << 20
+#: Largest recorded body, when bodies are recorded at all (journal settings).
+MAX_BODY_BYTES = 64 << 10
+
+
+def rfc3339(seconds: float) -> str:
+    stamp = datetime.fromtimestamp(seconds, UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond:06d}Z"
+
+
+def parse_time(text: str) -> float:
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"since={text!r} is not an RFC 3339 time "
+                              "(e.g. 2026-11-28T16:00:00Z).") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+#: This process's id, renewed in a forked child: a system call per request is what it saves.
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Journal:
+    def __init__(self, directory: Path, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES):
+        self.directory = directory
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._pid = 0
+        #: Bytes this process appended to its file (no fstat per request; a clear elsewhere only
+        #: makes it rotate early).
+        self._size = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _file(self) -> int:
+        pid = _PID[0]
+        if self._fd is None or self._pid != pid:  # a forked worker writes a file of its own
+            self._fd = os.open(self.directory / f"{pid}.jsonl",
+                               os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._pid, self._size = pid, os.fstat(self._fd).st_size
+        return self._fd
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append one request's entry (never raises: the journal must not fail a request)."""
+        try:
+            line = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:  # orjson's limits (an integer beyond 64 bits): not worth a request
+            return
+        if len(line) > self.max_bytes // 4:  # bodies are capped; this is a last bound
+            return
+        with self._lock:
+            try:
+                fd = self._file()
+                if self._size + len(line) > self.max_bytes:
+                    os.replace(self.directory / f"{self._pid}.jsonl",
+                               self.directory / f"{self._pid}.old")
+                    os.close(fd)
+                    self._fd = None
+                    fd = self._file()
+                os.write(fd, line)
+                self._size += len(line)
+            except OSError:
+                self._fd = None
+
+    def _paths(self) -> list[Path]:
+        return sorted(p for p in self.directory.iterdir() if p.suffix in (".jsonl", ".old"))
+
+    def entries(self, filters: dict[str, str], since: float | None = None,
+                limit: int | None = None) -> list[dict[str, Any]]:
+        """Recorded entries matching every filter (exact, as text), oldest first."""
+        rows: list[dict[str, Any]] = []
+        for path in self._paths():
+            rows.extend(self._read(path))
+        rows.sort(key=lambda row: row.get("timestamp", 0.0))
+        for row in rows:  # formatted when read: the request path only stores the number
+            row["time"] = rfc3339(float(row.get("timestamp", 0.0)))
+        rows = rows[-self.max_rows:]
+        wanted = [(key, str(value)) for key, value in filters.items()]
+        out = [row for row in rows
+               if all(str(row.get(key, "")) == value for key, value in wanted)
+               and (since is None or row.get("timestamp", 0.0) >= since)]
+        return out[-limit:] if limit else out
+
+    @staticmethod
+    def _read(path: Path) -> Iterable[dict[str, Any]]:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return []
+        rows = []
+        for line in data.splitlines():
+            with contextlib.suppress(ValueError):  # a line cut by a concurrent truncate
+                row = json.loads(line)
+                if isinstance(row, dict):
+                    rows.append(row)
+        return rows
+
+    def clear(self) -> None:
+        """Forget every entry; files of processes that are gone are removed."""
+        with self._lock:
+            for path in self._paths():
+                with contextlib.suppress(OSError):
+                    pid = int(path.stem) if path.stem.isdigit() else 0
+                    if path.suffix == ".old" or not _alive(pid):
+                        path.unlink()
+                    else:
+                        os.truncate(path, 0)
+
+
+def entry(*, protocol: str, method: str, transport: str, path: str, status: str,
+          started: float, seconds: float, caller: str, project: str, model: str, version: str,
+          instances: int, endpoint: str = "", deployed_model: str = "") -> dict[str, Any]:
+    """One journal row; `started` is time.time() when the request began."""
+    row: dict[str, Any] = {
+        "timestamp": started, "protocol": protocol, "method": method,
+        "transport": transport, "path": path,
+        "status": int(status) if status.isdigit() else status,
+        "latencyMs": round(seconds * 1000.0, 3), "caller": caller, "project": project,
+        "model": model, "version": version,
+    }
+    if endpoint:
+        row["endpoint"] = endpoint
+    if deployed_model:
+        row["deployedModel"] = deployed_model
+    if instances >= 0:
+        row["instanceCount"] = instances
+    return row
+
+
+def now() -> float:
+    return time.time()
