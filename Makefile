@@ -39,7 +39,7 @@ serve: demo
 	@echo "Serving the demo models on http://127.0.0.1:$(PORT). Try:"
 	@sed -n 's/^curl/  curl/p; /^  -H/p' demo/curl_examples.sh | sed 's/\$$URL/http:\/\/127.0.0.1:$(PORT)/'
 	@echo "Manage them from another terminal: ./mlemu models list --url http://127.0.0.1:$(PORT)"
-	MLEMU_PROJECT=demo $(VENV)/bin/mlemu serve --config demo/bootstrap.yaml --port $(PORT)
+	MLEMU_PROJECT=demo MLEMU_EXPLAIN_ANY_FRAMEWORK=true $(VENV)/bin/mlemu serve --config demo/bootstrap.yaml --port $(PORT)
 
 test: venv system-deps
 	$(PY) -m pytest

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -84,6 +85,11 @@ def _exit_now(code: int) -> None:
 
 def _reason(exc: BaseException) -> str:
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    # Beam wraps worker failures in long chained texts; the last line names the cause.
+    # Beam wraps worker failures in long chained texts; the last line names the cause, and
+    # Beam's " [while running 'Step']" after it names only the pipeline's step.
     lines = [line for line in str(message).strip().splitlines() if line.strip()]
-    return lines[-1][:2000] if lines else type(exc).__name__
+    reason = lines[-1] if lines else type(exc).__name__
+    return _BEAM_STEP.sub("", reason)[:2000]
+
+
+_BEAM_STEP = re.compile(r" \[while running '[^']*'\]$")

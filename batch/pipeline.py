@@ -93,8 +93,14 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
     def setup(self) -> None:
         if self.spec.storage_emulator_host:
             _anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
-        self.predictor = load_predictor(self.spec)
-        self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+        try:
+            self.predictor = load_predictor(self.spec)
+            self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+        except Exception as exc:  # noqa: BLE001 - the job fails saying why, once
+            # Beam re-raises a DoFn's exception as a new one of its type built from its text;
+            # an mlemu error would prefix its words again ("Prediction failed: Prediction
+            # failed: ..."), so the job's reason travels as a plain exception.
+            raise JobFailure(_message(exc)) from None
         self.kwargs = {"signature_name": self.spec.signature_name} \
             if self.spec.signature_name else {}
         self.csv_keys: list[str] | None = None  # outputDataFormat CSV: fixed by the first row
@@ -103,7 +109,7 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
                                 0o644) if self.spec.progress_path else None
 
     def _predict(self, instances: list[Any]) -> list[Any]:
-        return self.decoder.rows(self.predictor.predict(instances, **self.kwargs), len(instances))
+        return self.decoder.predict(self.predictor, instances, self.kwargs)
 
     def _batch(self, batch: list[bytes], rows: list[Any], bad: list[str]) -> None:
         """One model call's records: their predictions onto `rows`, their errors onto `bad`."""
@@ -171,9 +177,16 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
             predictor.close()
 
 
+class JobFailure(Exception):
+    """Why a job's workers cannot run (its model does not load, its signature is missing)."""
+
+
 def _message(exc: Exception) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return records.short(f"Prediction failed: {message}")
+    """The errors_stats key of a failed prediction: the error's detail, as the service's pipeline
+    keyed them (kubeflow/batch-predict batch_prediction.py, PredictDoFn.process: the
+    PredictionError's `error_detail`, e.g. "Exception during sklearn prediction: ...")."""
+    detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+    return records.short(str(detail) or type(exc).__name__)
 
 
 def _local(path: str) -> str:
@@ -211,7 +224,7 @@ def options(spec: JobSpec) -> PipelineOptions:
 
 def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
     ranges = sources.expand([_local(p) for p in spec.input_paths], spec.data_format, spec.workers,
-                            spec.data_roots)
+                            spec.data_roots, spec.storage_answer_s)
     # Create reshuffles more than one element (its MaybeReshuffle): that spreads the ranges (not
     # records) over the workers; a Reshuffle of our own would only add a stage.
     outputs = (pipeline | "Input ranges" >> beam.Create(ranges, reshuffle=True)

@@ -35,10 +35,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
 import predictors
 from core import wirejson
+from predictors import json_values
 from predictors.base import Predictor
 
 #: Longest record a job reads. Longer ones are skipped, never held (batch/sources.py reads past
@@ -127,6 +129,16 @@ class Decoder:
                 bad.append(short(str(exc)))
         return instances, bad
 
+    def predict(self, predictor: Predictor, instances: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+        """One JSON-ready prediction per instance. A TensorFlow signature's outputs are rowified
+        as the service's library did (prediction_lib.py `rowify`: `output[row, ...].tolist()`),
+        so a float32 3.1 is the double 3.0999999046325684 in the results, not online
+        prediction's shortest form."""
+        outputs: Any = getattr(predictor, "predict_outputs", None)
+        if self.output_names and callable(outputs):
+            return rowify(outputs(instances, **kwargs))
+        return self.rows(predictor.predict(instances, **kwargs), len(instances))
+
     def rows(self, predictions: Any, count: int) -> list[Any]:
         """One JSON-ready prediction per instance, in the service's batch output form."""
         if not isinstance(predictions, Sequence) or isinstance(predictions, (str, bytes)) or \
@@ -138,6 +150,15 @@ class Decoder:
             return [p if isinstance(p, dict) and set(p) == {name} else {name: p}
                     for p in predictions]
         return list(predictions)
+
+
+def rowify(outputs: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Output arrays as one object of every output per instance: numbers by `tolist()` (the
+    double of each float32), strings as online prediction gives them (text, or b64)."""
+    size = json_values.batch_size(outputs)
+    columns = {name: json_values.json_value(array, name) if array.dtype.kind in "OSU"
+               else array.tolist() for name, array in sorted(outputs.items())}
+    return [{name: column[row] for name, column in columns.items()} for row in range(size)]
 
 
 def _length(value: Any) -> str:

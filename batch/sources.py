@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -32,8 +34,50 @@ BLOCK_BYTES = 1024 * 1024
 #: batch goes out shorter than `size`.
 BATCH_BYTES = 64 * 1024 * 1024
 TEXT_FORMATS = ("JSON", "TEXT")
+#: Seconds Cloud Storage has to list a job's input pattern before the job fails saying why
+#: (JobSpec.storage_answer_s).
+REMOTE_ANSWER_S = 30.0
+T = TypeVar("T")
 
 Range = tuple[str, int, int]  # path, start, end (-1: to the end, the file read whole)
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """`call()`, or a ValueError saying `what` did not answer within `seconds`. Cloud Storage's
+    clients retry for minutes when the service cannot be reached or Application Default
+    Credentials cannot be found (google-api-core's default retry deadline is 120 s, and Beam's
+    client probes for credentials first), which would keep a job RUNNING meanwhile; the call
+    runs in a daemon thread the job's process leaves behind when it fails."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome.append((False, exc))
+        done.set()
+
+    threading.Thread(target=run, name="bounded-io", daemon=True).start()
+    if not done.wait(seconds):
+        raise ValueError(f"{what} did not answer within {seconds:g} seconds. Check that the "
+                         "bucket exists and is reachable and that credentials are available "
+                         "(Application Default Credentials, or STORAGE_EMULATOR_HOST for a "
+                         "Cloud Storage emulator).")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def _match(pattern: str, remote_seconds: float) -> list[Any]:
+    """The files a pattern matches; a remote (gs://) pattern within `remote_seconds`."""
+    def match() -> list[Any]:
+        return list(FileSystems.match([pattern])[0].metadata_list)
+
+    if "://" not in pattern or pattern.startswith("file://"):
+        return match()
+    return bounded(match, remote_seconds, f"Cloud Storage ({pattern})")
 
 
 OUTSIDE_ROOTS = ("Input path {pattern} matches a file outside the directories this server keeps "
@@ -60,13 +104,15 @@ def confine(pattern: str, path: str, roots: Sequence[str] | None) -> str:
 
 
 def expand(patterns: list[str], data_format: str, workers: int,
-           roots: Sequence[str] | None = None) -> list[Range]:
-    """Every matched file, in ranges; ValueError naming a pattern that matches nothing, or one
-    that matches a local file resolving outside `roots` (None: anywhere)."""
+           roots: Sequence[str] | None = None,
+           remote_seconds: float = REMOTE_ANSWER_S) -> list[Range]:
+    """Every matched file, in ranges; ValueError naming a pattern that matches nothing, one that
+    matches a local file resolving outside `roots` (None: anywhere), or a remote one that does
+    not answer within `remote_seconds`."""
     ranges: list[Range] = []
     for pattern in dict.fromkeys(patterns):
         try:
-            found = FileSystems.match([pattern])[0].metadata_list
+            found = _match(pattern, remote_seconds)
         except Exception as exc:  # noqa: BLE001 - Beam raises BeamIOError for bad buckets etc.
             raise ValueError(f"Cannot read input path {pattern}: {exc}") from None
         if not found:

@@ -45,6 +45,8 @@ class JobSpec:
     #: workers see no disk of the server's).
     progress_path: str = ""
     storage_emulator_host: str = ""
+    #: Seconds Cloud Storage has to list a remote input pattern (batch/sources.py, expand).
+    storage_answer_s: float = 30.0
     #: Whose files: "ml" (AI Platform's prediction.results-*, errors_stats) or "vertex"
     #: (Vertex AI's predictions_NNNNN.jsonl and errors_NNNNN.jsonl, batch/records.py).
     layout: str = "ml"

@@ -24,7 +24,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane import common, job_work, listing
+from controlplane import catalog, common, job_work, listing
 from controlplane.common import check_etag, field_error, parse_mask, require_object
 from core.errors import (
     AlreadyExists,
@@ -100,6 +100,7 @@ def _check_input(spec: Any) -> dict[str, Any]:
     for field in ("outputPath", "region"):
         if not spec.get(field):
             raise field_error(InvalidArgument, f"{where}.{_SNAKE[field]}", f"{field} is required.")
+    catalog.check_region(spec["region"], f"{where}.region")
     for field, values in (("input_paths", paths), ("output_path", [spec["outputPath"]]),
                           ("uri", [spec.get("uri")] if spec.get("uri") else [])):
         for value in values:
@@ -142,8 +143,9 @@ def _authorize_model(emu: Emulator, caller: Caller, spec: dict[str, Any], projec
         raise field_error(InvalidArgument, "job.prediction_input.model_name",
                           f"{name} is not in project {project}.")
     auth.authorize(emu, caller, permission, name)
-    framework = job_work.version_of(emu, spec).framework
-    job_work.check_framework(emu, framework)
+    version = job_work.version_of(emu, spec)
+    catalog.check_batch_machine_type(version, "job.prediction_input.model_version")
+    job_work.check_framework(emu, version.framework)
 
 
 def _location(uri: str) -> str:

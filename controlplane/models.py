@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane import common, listing, operation_work, operations
+from controlplane import catalog, common, listing, operation_work, operations
 from controlplane.common import (
     MODEL_SCHEMA,
     check_etag,
@@ -52,6 +52,8 @@ def create_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[
     if not isinstance(regions, list) or len(regions) > 1:
         raise field_error(InvalidArgument, "model.regions",
                           "Only one region per model is supported.")
+    for region in regions:
+        catalog.check_region(region, "model.regions")
     model = Model.from_json({k: v for k, v in body.items() if k != "defaultVersion"},
                             names.model_name(project, model_id))
     model.labels = _labels(body.get("labels", {}))

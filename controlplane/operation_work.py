@@ -58,7 +58,8 @@ def create_version_work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:
     predictor = emu.deployments.get(version)
     if version.explanation_config:
         model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
-        explainers.check_deployable(version.explanation_config, predictor, model_dir)
+        explainers.check_deployable(version.explanation_config, predictor, model_dir,
+                                    emu.settings.explain_any_framework)
     return {"framework": version.framework or predictor.framework}
 
 

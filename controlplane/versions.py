@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import auth
 import explainers
 import predictors
-from controlplane import common, listing, operation_work, operations
+from controlplane import catalog, common, listing, operation_work, operations
 from controlplane.common import (
     VERSION_SCHEMA,
     check_etag,
@@ -46,7 +46,7 @@ FILTER_FIELDS = ("name", "description", "labels", "state", "framework", "deploym
                  "machineType", "predictionClass", "errorMessage", "etag")
 
 
-def _check_spec(body: dict[str, Any]) -> None:
+def _check_spec(body: dict[str, Any], any_framework: bool) -> None:
     if body.get("container"):
         raise field_error(InvalidArgument, "version.container",
                           "Custom containers are not supported by mlemu; deploy a model "
@@ -69,19 +69,22 @@ def _check_spec(body: dict[str, Any]) -> None:
     labels = body.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise field_error(InvalidArgument, "version.labels", "labels must map strings to strings.")
+    catalog.check_runtime_version(body.get("runtimeVersion"), "version.runtime_version")
     if body.get("explanationConfig") is not None:
-        _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")))
+        _check_explanation(body["explanationConfig"], framework, bool(body.get("predictionClass")),
+                           any_framework)
     if check_logging_config(body.get("requestLoggingConfig")) is None:
         body.pop("requestLoggingConfig", None)
 
 
-def _check_explanation(config: Any, framework: str, custom: bool) -> None:
-    """One method, counts in range, and (when the framework is declared) a method it can run;
-    an undeclared framework is checked once the model is loaded (operation_work.py)."""
+def _check_explanation(config: Any, framework: str, custom: bool, any_framework: bool) -> None:
+    """One method, counts in range, and (when the framework is declared) a method it can run
+    (MLEMU_EXPLAIN_ANY_FRAMEWORK: on other frameworks than TensorFlow too); an undeclared
+    framework is checked once the model is loaded (operation_work.py)."""
     try:
         method = explainers.parse_config(config)
         if custom or framework not in ("", "FRAMEWORK_UNSPECIFIED"):
-            explainers.check_framework(method, "" if custom else framework)
+            explainers.check_framework(method, "" if custom else framework, any_framework)
     except InvalidArgument as exc:
         raise field_error(InvalidArgument, "version.explanation_config", exc.message) from None
 
@@ -90,7 +93,7 @@ def create_version(emu: Emulator, caller: Caller, parent: str, body: Any) -> dic
     auth.authorize(emu, caller, "ml.versions.create", parent)
     body = require_object(body, VERSION_SCHEMA, "version")
     version_id = names.check_id(body.get("name"), "version.name", "Version")
-    _check_spec(body)
+    _check_spec(body, emu.settings.explain_any_framework)
     # Before anything reads the files (loading a pickle runs its code): only allowed sources.
     emu.sources.check(body["deploymentUri"], "version.deployment_uri")
     for uri in body.get("packageUris", []):
@@ -149,7 +152,7 @@ def patch_version(emu: Emulator, caller: Caller, name: str, body: Any,
     body = require_object(body, VERSION_SCHEMA, "version")
     changes = {path: _value(body, path) for path in parse_mask(update_mask, VERSION_MASKS)}
     if "labels" in changes:
-        _check_spec({"deploymentUri": "-", "labels": changes["labels"] or {}})
+        _check_spec({"deploymentUri": "-", "labels": changes["labels"] or {}}, True)
         changes["labels"] = dict(changes["labels"] or {})
     if "description" in changes:
         changes["description"] = str(changes["description"] or "")

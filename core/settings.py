@@ -58,6 +58,8 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 LOG_FORMATS = ("text", "json")
 #: MLEMU_REQUEST_LOG_SINK: where request-response log rows go (observability/request_log.py).
 REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
+#: MLEMU_TFSERVING_UNVERSIONED: what a TF Serving route without a version serves.
+TFSERVING_UNVERSIONED = ("latest", "default")
 #: MLEMU_WORKER_CLASS: mlemu's gunicorn worker (deploy/worker.py) or gunicorn's stock gthread.
 WORKER_CLASSES = ("mlemu", "gthread")
 #: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
@@ -103,6 +105,8 @@ SETTINGS = (
     Var("beam_runner", ("MLEMU_BEAM_RUNNER",)),
     Var("beam_options", ("MLEMU_BEAM_OPTIONS",)),
     Var("batch_any_framework", ("MLEMU_BATCH_ANY_FRAMEWORK",), BOOLEAN),
+    Var("explain_any_framework", ("MLEMU_EXPLAIN_ANY_FRAMEWORK",), BOOLEAN),
+    Var("tfserving_unversioned", ("MLEMU_TFSERVING_UNVERSIONED",), choice(*TFSERVING_UNVERSIONED)),
     Var("batch_runner_idle_s", ("MLEMU_BATCH_RUNNER_IDLE_S",), FLOAT),
     Var("header_timeout", ("MLEMU_HEADER_TIMEOUT",), FLOAT),
     Var("request_timeout", ("MLEMU_REQUEST_TIMEOUT",), FLOAT),
@@ -174,6 +178,12 @@ class Settings:
     #: Batch prediction of SCIKIT_LEARN, XGBOOST and custom models (the real service ran
     #: TensorFlow models only); off refuses them as the service did.
     batch_any_framework: bool = False
+    #: ml v1 :explain with sampled Shapley on SCIKIT_LEARN, XGBOOST and custom models (the real
+    #: service explained TensorFlow models only); off refuses them as the service did.
+    explain_any_framework: bool = False
+    #: TF Serving routes without a version: "latest" serves the highest numbered READY version
+    #: (TF Serving's Latest); "default" the ml v1 default version, as AI Platform's :predict.
+    tfserving_unversioned: str = "latest"
     #: Seconds a batch job runner (Beam and a framework imported, batch/runner.py) stays warm
     #: after its last job; 0: a fresh runner per job.
     batch_runner_idle_s: float = 300.0

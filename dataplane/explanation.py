@@ -32,6 +32,7 @@ def explain(emu: Emulator, caller: Caller, ref: ModelRef, req: PredictRequest,
         instances = instances.rows()
     model_dir = artifacts.resolve_model_dir(version.deployment_uri, emu.deployments.gcs)
     explanations = explainers.explain(predictor, version.explanation_config, model_dir,
-                                      instances, req.parameters, stop=stop)
+                                      instances, req.parameters, stop=stop,
+                                      any_framework=emu.settings.explain_any_framework)
     touch(emu, version)
     return explanations

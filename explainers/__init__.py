@@ -2,9 +2,9 @@
 
 A version created with an `explanationConfig` (config.py) and an `explanation_metadata.json` in
 its model directory (metadata.py) is explained per instance with its method: sampled Shapley over
-the predictor's own batch predict (shapley.py; every framework, custom code included) or
-integrated gradients over a TensorFlow model's gradients (gradients.py). XRAI is accepted on
-versions (the config is stored and validated) but answers UNIMPLEMENTED when asked to explain.
+the predictor's own batch predict (shapley.py; every framework, custom code included),
+integrated gradients over a TensorFlow model's gradients (gradients.py), or XRAI: those
+integrated gradients ranked over image regions (xrai.py, segments.py).
 
 The response keeps the service's shape (gcloud's `ai-platform explain` tests and the Explainable AI
 SDK's `attributions_by_label` parsing, GoogleCloudPlatform/explainable_ai_sdk
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import Cancelled, InvalidArgument, Unimplemented
-from explainers import config, features, gradients, metadata, shapley
+from core.errors import Cancelled, InvalidArgument
+from explainers import config, features, gradients, metadata, shapley, xrai
 from explainers.config import Method
 from predictors.base import Predictor
 
@@ -49,11 +49,13 @@ def parse_config(body: Any, where: str = "version.explanation_config") -> Method
     return config.parse(body, where)
 
 
-def check_deployable(explanation_config: Any, predictor: Predictor, model_dir: str) -> None:
-    """What versions.create checks once the model is loaded: the method suits the framework,
-    the metadata file is there and fits the model's inputs and outputs."""
+def check_deployable(explanation_config: Any, predictor: Predictor, model_dir: str,
+                     any_framework: bool = True) -> None:
+    """What versions.create checks once the model is loaded: the method suits the framework
+    (`any_framework`: config.check_framework), the metadata file is there and fits the model's
+    inputs and outputs."""
     method = config.parse(explanation_config)
-    config.check_framework(method, predictor.framework)
+    config.check_framework(method, predictor.framework, any_framework)
     features.layout(metadata.load(model_dir), predictor)
 
 
@@ -132,7 +134,9 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
         attributions = np.mean([gradients.integrated_gradients(
             item.gradient(label), item.x, _check(base, stop), method.count)
             for base in item.baselines], axis=0)
-        error = abs(float(np.sum(attributions)) - delta)
+        error = abs(float(np.sum(attributions)) - delta)  # of the gradients XRAI ranks too
+        if method.name == config.XRAI:
+            attributions = _xrai(item, attributions)
     if error is not None and abs(delta) > TINY_DELTA:
         error /= abs(delta)
     entry: dict[str, Any] = {} if error is None else {"approx_error": error}
@@ -149,20 +153,30 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
     return entry
 
 
+def _xrai(item: _Instance, attributions: np.ndarray) -> np.ndarray:
+    """XRAI's region map of the one image input (explainers/xrai.py), flat like the input."""
+    if len(item.shapes) != 1 or len(item.shapes[0]) not in (2, 3):
+        raise InvalidArgument("xraiAttribution explains one image input, [height, width] or "
+                              "[height, width, channels] per instance; this model's explained "
+                              f"inputs have shapes {[list(s) for s in item.shapes]}.")
+    shape = item.shapes[0]
+    image = item.x.reshape(shape).astype(np.float64)
+    return xrai.xrai(image, np.asarray(attributions, np.float64).reshape(shape)).reshape(-1)
+
+
 def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None,
             instances: list[Any], parameters: dict[str, Any], seed: int = shapley.DEFAULT_SEED,
             meta: metadata.Metadata | None = None,
-            stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+            stop: Callable[[], bool] | None = None,
+            any_framework: bool = True) -> list[dict[str, Any]]:
     """One `{"attributions_by_label": [...]}` per instance. The metadata is `meta` when given
     (Vertex AI's explanationSpec carries it inline), else the model directory's file. The
     request's whole cost is checked before the model runs (MAX_REQUEST_ROWS); `stop` is asked
     before each instance and baseline whether the caller is gone (then Cancelled: the work ends
-    with the instance in hand)."""
+    with the instance in hand). `any_framework`: whether models other than TensorFlow may be
+    explained (config.check_framework; ml v1 passes MLEMU_EXPLAIN_ANY_FRAMEWORK)."""
     method = config.parse(explanation_config)
-    if method.name == config.XRAI:
-        raise Unimplemented("xraiAttribution is not implemented by mlemu; create the version with "
-                            "integratedGradientsAttribution to explain image models.")
-    config.check_framework(method, predictor.framework)
+    config.check_framework(method, predictor.framework, any_framework)
     if meta is None:
         meta = metadata.load(model_dir or "")
     layout = features.layout(meta, predictor, parameters.get("signature_name"))

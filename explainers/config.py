@@ -67,8 +67,19 @@ def parse(config: Any, where: str = "explanation_config") -> Method:
     return Method(name, count)
 
 
-def check_framework(method: Method, framework: str) -> None:
-    """Refuse a gradient method for a model that is not TensorFlow ('' = custom code)."""
+def check_framework(method: Method, framework: str, any_framework: bool = True) -> None:
+    """Refuse a gradient method for a model that is not TensorFlow ('' = custom code); with
+    `any_framework` False, refuse every method for such a model, as AI Platform Prediction did:
+    its explanations were for TensorFlow models (the discovery document's
+    GoogleCloudMlV1__ExplanationConfig: "There are three feature attribution methods supported
+    for TensorFlow models"; the "using feature attributions" guide: "AI Explanations ... for
+    TensorFlow models"). Sampled Shapley on other frameworks is an mlemu extension."""
+    if not any_framework and framework != TENSORFLOW:
+        kind = framework or "custom prediction routine"
+        raise InvalidArgument(
+            f"AI Explanations explain TensorFlow models only; this is a {kind} model. Set "
+            "MLEMU_EXPLAIN_ANY_FRAMEWORK=true to explain scikit-learn, XGBoost and custom "
+            f"prediction routines with {SAMPLED_SHAPLEY} (an mlemu extension).")
     if method.uses_gradients and framework != TENSORFLOW:
         kind = framework or "custom prediction routine"
         raise InvalidArgument(

@@ -30,6 +30,7 @@ class Feature:
     name: str
     key: str | None  # key of a dict instance; None: the instance itself
     baselines: tuple[Any, ...]
+    index_feature_mapping: tuple[str, ...] = ()  # names of the last axis' indices (metadata.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +107,24 @@ class Layout:
         return out
 
     def split(self, vector: np.ndarray, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
-        """A flat attribution vector as {feature name: value of the input's shape}."""
+        """A flat attribution vector as {feature name: value of the input's shape}; an input
+        with an index_feature_mapping as {mapped name: its index's values, flat}."""
         result, start = {}, 0
         for feature, shape in zip(self.features, shapes, strict=True):
             size = int(np.prod(shape))
-            result[feature.name] = vector[start:start + size].reshape(shape).tolist()
+            values = vector[start:start + size].reshape(shape)
             start += size
+            names = feature.index_feature_mapping
+            if not names:
+                result[feature.name] = values.tolist()
+                continue
+            if not shape or shape[-1] != len(names):
+                raise FailedPrecondition(
+                    f"Invalid {FILE}: index_feature_mapping of input {feature.name!r} names "
+                    f"{len(names)} features, but the instance's last axis has "
+                    f"{shape[-1] if shape else 0} (shape {list(shape)}).")
+            for index, name in enumerate(names):
+                result[name] = values[..., index].reshape(-1).tolist()
         return result
 
     # -- reading predictions ------------------------------------------------------------
@@ -165,8 +178,8 @@ def layout(metadata: Metadata, predictor: Predictor, signature_name: Any = None)
                                      f"signature (it has {', '.join(sorted(set(table.values())))}).")
         return table[tensor]
 
-    features = tuple(Feature(m.name, key(m.tensor_name, m.name, inputs), m.baselines)
-                     for m in metadata.inputs)
+    features = tuple(Feature(m.name, key(m.tensor_name, m.name, inputs), m.baselines,
+                             m.index_feature_mapping) for m in metadata.inputs)
     if len(features) > 1 and any(f.key is None for f in features):
         raise FailedPrecondition(f"Invalid {FILE}: with several inputs, each must name a key of "
                                  "the instances (input_tensor_name).")

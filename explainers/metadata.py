@@ -10,6 +10,13 @@ The format is the one the AI Platform docs and the Explainable AI SDK write
      "framework": "tensorflow"}
 
 Attributions are keyed by the feature names, the response's `output_name` is the output's name.
+An input with `index_feature_mapping` (required for the bag_of_features, bag_of_features_sparse and
+indicator encodings, allowed for identity) is answered per mapped name instead: each name's
+attribution is the list of the input's values at that index of its last axis (one value for a
+vector input), the layout Google's tabular sample reads as `attributions[feature_name][0]`
+(GoogleCloudPlatform/ai-platform-samples notebooks/samples/explanations/
+ai-explanations-tabular.ipynb: "the service will return a key / value mapping of each feature
+with its corresponding attribution value").
 `input_tensor_name` names a graph tensor of the serving signature (`x:0`) or its alias (`x`); for
 frameworks without tensors it names a key of dict instances, or is left out when the instance
 itself (a row of numbers) is the one input. A baseline is a value of the input's shape or a scalar
@@ -33,12 +40,19 @@ ENCODINGS = ("identity", "bag_of_features", "bag_of_features_sparse", "indicator
 UNSUPPORTED_INPUT_FIELDS = ("group_name", "encoded_tensor_name", "encoded_baselines")
 
 
+#: Encodings whose last axis is a bag of named features: index_feature_mapping is required
+#: (explainable_ai_sdk common/explain_metadata.py, InputMetadata._validate_index_feature_mapping).
+MAPPED_ENCODINGS = ("bag_of_features", "bag_of_features_sparse", "indicator")
+
+
 @dataclasses.dataclass(frozen=True)
 class InputMeta:
     name: str
     tensor_name: str | None
     baselines: tuple[Any, ...]  # empty: zeros
     modality: str = "numeric"
+    #: The name of each index of the input's last axis: attributions are answered per name.
+    index_feature_mapping: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +88,18 @@ def _input(name: str, body: Any) -> InputMeta:
     tensor = body.get("input_tensor_name")
     if tensor is not None and not isinstance(tensor, str):
         raise _bad(f"inputs.{name}.input_tensor_name must be a string.")
-    return InputMeta(name, tensor, tuple(baselines), str(body.get("modality", "numeric")))
+    mapping = body.get("index_feature_mapping")
+    if mapping is not None and (not isinstance(mapping, list)
+                                or not all(isinstance(m, (str, int)) for m in mapping)):
+        raise _bad(f"inputs.{name}.index_feature_mapping must be a list of feature names.")
+    mapping = [str(m) for m in mapping or []]
+    if len(set(mapping)) != len(mapping):
+        raise _bad(f"inputs.{name}.index_feature_mapping contains duplicate features.")
+    if not mapping and encoding in MAPPED_ENCODINGS:
+        raise _bad(f"inputs.{name}.index_feature_mapping must be provided when encoding is "
+                   f"{encoding}.")
+    return InputMeta(name, tensor, tuple(baselines), str(body.get("modality", "numeric")),
+                     tuple(mapping))
 
 
 def parse(data: Any) -> Metadata:

@@ -47,6 +47,7 @@ from observability import logs
 from predictors import TENSORFLOW, find_model_file, json_batch, json_tensor, json_values, preload, register
 from predictors.base import Predictor, PredictorOptions, Signature, TensorSpec
 from predictors.tensorflow_examples import ExampleSignatures
+from predictors.tf_errors import op_message
 from predictors.tf_gradients import GradientGraphs
 
 SERVE_TAG = "serve"
@@ -120,13 +121,6 @@ def session_config(tf: Any, threads: int) -> Any:
     return config
 
 
-def _op_message(exc: Exception) -> str:
-    message = str(getattr(exc, "message", "") or exc)
-    # Python's session wraps the runtime's message; TF Serving reports the runtime's own.
-    message = message.removeprefix("Graph execution error:").strip()
-    return message.split("\n\nOriginal stack trace", 1)[0].strip()
-
-
 @register
 class TensorFlowPredictor(ExampleSignatures, Predictor):
     framework = TENSORFLOW
@@ -184,7 +178,7 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
         except Exception as exc:  # noqa: BLE001 - any loader failure is a bad SavedModel
             session.close()
             raise ModelLoadError(
-                f"Could not load the model: {model_dir}. {type(exc).__name__}: {_op_message(exc)}"
+                f"Could not load the model: {model_dir}. {type(exc).__name__}: {op_message(exc)}"
             ) from None
         graph.finalize()  # serving never adds ops; a finalized graph makes sure of it
         return cls(tf, session, meta_graph, model_dir, threads)
@@ -249,7 +243,7 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
             run = self._callable(feed_names, tuple(fetches[a] for a in aliases))
             result = run(*(feeds[name] for name in feed_names))
         except self._run_errors as exc:
-            raise PredictionFailed(_op_message(exc)) from None
+            raise PredictionFailed(op_message(exc)) from None
         return {alias: np.asarray(value) for alias, value in zip(aliases, result, strict=True)}
 
     def predict_tensors(self, inputs: Mapping[str, np.ndarray], signature_name: str | None = None,
@@ -295,10 +289,15 @@ class TensorFlowPredictor(ExampleSignatures, Predictor):
 
     def predict(self, instances: list[Any] | np.ndarray, **kwargs: Any) -> Any:
         """AI Platform's TensorFlow prediction: instances in, one prediction per instance out."""
-        sig = self.select(kwargs.get("signature_name"))
+        return json_values.columns_to_rows(self.predict_outputs(instances, **kwargs))
+
+    def predict_outputs(self, instances: list[Any] | np.ndarray,
+                        signature_name: str | None = None) -> dict[str, np.ndarray]:
+        """The signature's output arrays for instances (batch prediction rowifies them itself)."""
+        sig = self.select(signature_name)
         columns = json_tensor.rows_to_columns(
             instances, {name: info.dtype_name for name, info in sig.inputs.items()})
-        return json_values.columns_to_rows(self.predict_tensors(columns, sig.name))
+        return self.predict_tensors(columns, sig.name)
 
     def signature_defs(self) -> dict[str, Any]:
         """The SignatureDef protos by name (TF Serving's metadata prints them)."""

@@ -23,10 +23,11 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from flask import Blueprint, Response, current_app
 from werkzeug.datastructures import EnvironHeaders
 
@@ -97,10 +98,39 @@ def encode_predictions(predictions: Any) -> Any:
     return predictions
 
 
-def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, data: bytes) -> Any:
+def ml_predictions(predictions: Any) -> list[Any]:
+    """The `predictions` of an ml v1 answer. AI Platform took a list, or a numpy array through
+    `tolist()`, and refused anything else (kubeflow/batch-predict kubeflow_batch_predict/
+    prediction/prediction_lib.py, SklearnModel.postprocess: INVALID_OUTPUTS "Bad output type
+    returned after running ..."; the custom prediction routines guide: predict "Returns: A list
+    of outputs containing the prediction results. This list must be JSON serializable").
+    A generator or other iterator (a custom predictor written to stream over grps) is listed:
+    an mlemu extension, which the data plane's request log relies on too."""
+    if isinstance(predictions, list):
+        return predictions
+    if isinstance(predictions, np.ndarray):
+        return list(predictions.tolist())
+    if isinstance(predictions, Iterator) and not isinstance(predictions, (str, bytes)):
+        return list(predictions)
+    raise PredictionFailed(
+        f"Bad output type returned after running predict: {type(predictions).__name__}. The "
+        "predict function should return either a numpy ndarray or a list.")
+
+
+def ml_predict_body(predictions: list[Any], encode: Callable[[dict[str, Any]], Any]) -> Any:
+    """`encode({"predictions": ...})`; what JSON cannot hold (bytes, sets, objects inside the
+    list) is the model's failure, in this route's words, never a 500."""
+    try:
+        return encode({"predictions": predictions})
+    except (TypeError, ValueError) as exc:
+        raise PredictionFailed(f"The predictions are not JSON serializable: {exc}. The predict "
+                               "function must return a list of JSON values.") from None
+
+
+def _predictions(emu: Emulator, caller: Caller, ref: ModelRef, data: bytes) -> list[Any]:
     """The use case between the request body and the `predictions` value (both entry points)."""
     result = dataplane.predict(emu, caller, ref, decode_ml_predict_body(data))
-    return encode_predictions(result.predictions)
+    return ml_predictions(result.predictions)
 
 
 def _predict(ref: ModelRef) -> Response:
@@ -109,8 +139,8 @@ def _predict(ref: ModelRef) -> Response:
     check_standard_params()
     dataplane.admit(emu, caller, ref)
     data = read_body(emu.settings.max_request_bytes)
-    return google_json_response({"predictions": _predictions(emu, caller, ref, data)},
-                                pretty_default=False)
+    return ml_predict_body(_predictions(emu, caller, ref, data),  # type: ignore[no-any-return]
+                           lambda body: google_json_response(body, pretty_default=False))
 
 
 def _explain(ref: ModelRef) -> Response:
@@ -231,7 +261,8 @@ class PredictFastPath:
         dataplane.admit(emu, caller, ref)
         data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
                             emu.settings.max_request_bytes)
-        return google_json({"predictions": _predictions(emu, caller, ref, data)}, pretty=False)
+        return ml_predict_body(_predictions(emu, caller, ref, data),  # type: ignore[no-any-return]
+                               lambda body: google_json(body, pretty=False))
 
 
 #: (protocol, method) of every fast-path request (observability/http.py's `classify` says the same).

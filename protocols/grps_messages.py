@@ -63,11 +63,22 @@ def grps_words(exc: ApiError) -> str:
     return exc.message
 
 
-def tensors_from_message(data: Any) -> list[Tensor]:
+def tensors_from_message(data: Any, input_names: tuple[str, ...] = ()) -> list[Tensor]:
+    """The request's tensors. Unnamed tensors (HTTP's `ndarray` is one) stand for the model's
+    inputs by position, as grps feeds them (server/cpp_server/src/model_infer/tf_inferer.cc,
+    TfModelInferer::Infer: an empty name takes the signature's input at its index); tensors
+    must all be named or all unnamed (tf_tensor_converter.cc, TfTensorConverter::PreProcess)."""
+    named = [bool(item.name) for item in data.tensors]
+    if any(named) and not all(named):
+        raise InvalidArgument("gtensors tensors should all have name or all have no name(will use "
+                              "default name).")
+    if not any(named) and input_names and len(named) > len(input_names):
+        raise InvalidArgument(f"Failed to infer model, error: input count not match, input count: "
+                              f"{len(named)}, model input count: {len(input_names)}")
     tensors = []
     for index, item in enumerate(data.tensors):
         dtype = grps_pb2.DataType.Name(item.dtype)
-        name = item.name or f"input-{index}"
+        name = item.name or (input_names[index] if input_names else f"input-{index}")
         if dtype not in GRPS_DTYPES:
             raise InvalidArgument(f"gtensors[{index}] ('{name}'): unknown or missing dtype {dtype}.")
         datatype, field = GRPS_DTYPES[dtype]
@@ -97,16 +108,24 @@ def ndarray_to_gtensors(ndarray: Any) -> Any:
         array = np.asarray(ndarray, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"ndarray must be a rectangular array of numbers: {exc}") from None
-    return tensors_to_message([Tensor("ndarray", "FP32", array)]).gtensors
+    # grps's ndarray tensor has no name (grps_handler.cc, ParseNDArray): it is the first input.
+    return tensors_to_message([Tensor("", "FP32", array)]).gtensors
 
 
 def first_tensor_values(message: Any) -> Any:
-    """`?return-ndarray=true`: the answer's first tensor as a nested list."""
+    """`?return-ndarray=true`: the answer's one DT_FLOAT32 tensor as a nested list. grps
+    converts nothing else: several tensors or another dtype are refused with its words
+    (server/cpp_server/src/handler/grps_handler.cc, GenNDArrayFromGrpsMsg; grps answers them
+    500, mlemu 400: the request asked for a layout the model's answer does not have)."""
     if not message.gtensors.tensors:
         raise InvalidArgument("return-ndarray needs a tensor answer (send gtensors or ndarray).")
+    if len(message.gtensors.tensors) != 1:
+        raise InvalidArgument("NDArray only support one tensor")
     first = message.gtensors.tensors[0]
-    field = GRPS_DTYPES[grps_pb2.DataType.Name(first.dtype)][1]
-    return np.asarray(list(getattr(first, field))).reshape(tuple(first.shape)).tolist()
+    if first.dtype != grps_pb2.DataType.DT_FLOAT32:
+        raise InvalidArgument("NDArray only support float32")
+    return np.asarray(list(first.flat_float32), dtype=np.float32).reshape(
+        tuple(first.shape)).tolist()
 
 
 def map_to_instance(gmap: Any) -> dict[str, Any]:
@@ -147,6 +166,7 @@ class Prediction:
         self.served = inference.serve(emu, caller, name, version)
         self.predictor = self.served.predictor
         self.kind = request.WhichOneof("data_oneof")
+        self.request_tensors = request.gtensors.tensors if self.kind == "gtensors" else ()
         if self.kind == "ndarray":
             raise InvalidArgument("ndarray is only for HTTP JSON requests; send gtensors.")
         if self.kind not in KINDS:
@@ -157,11 +177,23 @@ class Prediction:
         self.tensors: list[Tensor] = []
         self.instances: list[Any] = []
         if self.kind == "gtensors":
-            self.tensors = tensors_from_message(request.gtensors)
+            self.tensors = tensors_from_message(request.gtensors, self._model_inputs())
         elif self.kind == "gmap":
             self.instances = [map_to_instance(request.gmap)]
         else:
             self.instances = [getattr(request, self.kind)]
+
+    def _model_inputs(self) -> tuple[str, ...]:
+        """The input names a tensor-native (TensorFlow) model feeds by, in signature order; a
+        named tensor the model lacks is refused in grps's words (tf_inferer.cc, Infer)."""
+        if not callable(getattr(self.predictor, "predict_tensors", None)):
+            return ()
+        inputs = tuple(spec.name for spec in self.predictor.signature().inputs)
+        for item in self.request_tensors:
+            if item.name and inputs and item.name not in inputs:
+                raise InvalidArgument(f"Failed to infer model, error: input name {item.name} not "
+                                      "defined in model")
+        return inputs
 
     def encode(self, predictions: list[Any], item: int | None = None) -> Any:
         """The predictions as this request's kind of message. What cannot be encoded (an object

@@ -31,8 +31,11 @@ SERVER_NAME = "mlemu"
 SERVER_VERSION = "0.1.0"
 #: V2 protocol extensions served (GET /v2, ServerMetadata).
 EXTENSIONS = ["binary_tensor_data"]
-#: Version.framework -> the V2 `platform` string (Triton's names where one exists).
-PLATFORMS = {"SCIKIT_LEARN": "sklearn", "XGBOOST": "xgboost", "TENSORFLOW": "tensorflow_savedmodel"}
+#: Version.framework -> the V2 `platform` string. Only names of the protocol's `<project>_<format>`
+#: list (kserve/kserve docs/predict-api/v2/required_api.md, "Platforms"; seed 002) are used;
+#: every other framework answers "" as KServe does for all its models
+#: (python/kserve/kserve/protocol/dataplane.py, model_metadata: `"platform": ""`).
+PLATFORMS = {"TENSORFLOW": "tensorflow_savedmodel"}
 #: Request parameters that steer the protocol, never passed to a predictor.
 PROTOCOL_PARAMETERS = frozenset({"binary_data_output", "binary_data", "binary_data_size",
                                  "signature_name"})
@@ -94,7 +97,7 @@ def server_ready(emu: Emulator) -> bool:
 
 
 def platform(predictor: Predictor) -> str:
-    return PLATFORMS.get(predictor.framework, predictor.framework.lower() or "custom")
+    return PLATFORMS.get(predictor.framework, "")
 
 
 def metadata(emu: Emulator, caller: Caller, name: str, version: str | None) -> dict[str, Any]:

@@ -28,13 +28,12 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.routing import PathConverter
 
 import dataplane
-from core import wirejson
 from core.errors import ApiError, InvalidArgument, PredictionFailed
 from predictors import json_batch, json_example, json_tensor
 from predictors.rapidjson_writer import debug_string
 from predictors.tensorflow import DEFAULT_SIGNATURE, INIT_OP_SIGNATURE, TensorFlowPredictor
 from protocols import tfserving_json as writer
-from protocols import tfserving_metadata, wirearray
+from protocols import tfserving_metadata, tfserving_objects, wirearray
 from protocols import tfserving_versions as versions
 from protocols.tfserving_parse import loads_object
 from web.handlers import register_error_renderer
@@ -197,20 +196,11 @@ def _predict(served: dataplane.Served, body: dict[str, Any], bools: bool) -> byt
                    else json_tensor.inputs_to_columns(body["inputs"], dtypes, bools))
         outputs = served.predict_tensors(columns, sig.name)
         return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
-    # Other frameworks have one input and one output: predict(instances), rows either way.
+    # Other frameworks have one input: predict(instances), rows either way; the answer in
+    # TensorFlow's layout (protocols/tfserving_objects.py).
     tfserving_metadata.check_signature(predictor, signature_name)
     instances = body["instances"] if has_rows else tfserving_metadata.single_input(body["inputs"])
-    predictions = served.predict(instances)
-    if hasattr(predictions, "tolist"):
-        predictions = predictions.tolist()
-    elif not isinstance(predictions, (list, dict)):
-        predictions = list(predictions)
-    key = "predictions" if has_rows else "outputs"
-    array = np.asarray(predictions) if isinstance(predictions, list) and predictions else None
-    if array is None or array.dtype.kind not in "biufSU":  # a custom predictor's objects
-        return wirejson.dumps({key: predictions})
-    outputs = {"output": array}
-    return writer.predict_rows(outputs) if has_rows else writer.predict_columns(outputs)
+    return tfserving_objects.predict_body(served.predict(instances), has_rows)
 
 
 def _predict_array(served: dataplane.Served, array: np.ndarray, data: bytes,

@@ -9,8 +9,13 @@ letter. The mapping (documented in docs/tensorflow.md):
   When two versions claim one number, the explicit `tfServingVersion` wins, then the older version.
 - labels are per model in the bootstrap file, `serving: {labels: {stable: v1, canary: 2}}`, naming
   a version id or a number.
-- a request without a version (TF Serving's `Latest(name)`) runs the model's default version, the
-  one AI Platform's `:predict` runs, so both protocols answer alike.
+- a request without a version (TF Serving's `Latest(name)`) runs the highest numbered READY
+  version, as TF Serving does (tensorflow/serving tensorflow_serving/core/manager.h,
+  ServableRequest::Latest: "the latest loaded version"; seeds 000 and 001: "/versions/${VERSION}
+  ... is optional. If omitted the latest version is used"). A model with no numbered READY
+  version runs its default version. MLEMU_TFSERVING_UNVERSIONED=default runs the ml v1 default
+  version instead, the one AI Platform's `:predict` runs, for users who steer both protocols
+  with `defaultVersion`.
 
 Lookups go through dataplane.resolve, so IAM is checked first and the same way as for ml v1. No
 Flask here: the blueprint in protocols/tfserving.py turns these into HTTP.
@@ -64,6 +69,27 @@ def numbered(emu: Emulator, model_name: str) -> dict[int, Version]:
     return found
 
 
+def latest_ready(emu: Emulator, model_name: str) -> str | None:
+    """The id of the highest numbered READY version of a model (None: it has none). Cached per
+    thread until the store changes, as registry/lookup.py caches the serving version, so a
+    versionless request costs no listing of the model's versions."""
+    token = emu.store.change_token()
+    if token is None:
+        return _latest_ready(emu, model_name)
+    cache = emu.store.per_thread()
+    entry: tuple[object, dict[str, str | None]] | None = getattr(cache, "tfserving_latest", None)
+    if entry is None or entry[0] != token:
+        entry = cache.tfserving_latest = (token, {})
+    if model_name not in entry[1]:
+        entry[1][model_name] = _latest_ready(emu, model_name)
+    return entry[1][model_name]
+
+
+def _latest_ready(emu: Emulator, model_name: str) -> str | None:
+    ready = {n: v for n, v in numbered(emu, model_name).items() if v.state in ("READY", "UPDATING")}
+    return names.short(ready[max(ready)].name) if ready else None
+
+
 def _label_target(emu: Emulator, model_name: str, label: str) -> str | int:
     model = emu.store.get_model(model_name)
     labels: Any = (model.serving or {}).get(LABELS_KEY) if model is not None else None
@@ -98,6 +124,11 @@ def resolve(emu: Emulator, caller: Caller, project: str, model: str, number: int
     version_permission = permission.replace("ml.models.", "ml.versions.")
     if number is None and label is None:
         ref, spec, wanted = ModelRef(project, model), f"Latest({model})", permission
+        if emu.settings.tfserving_unversioned == "latest":
+            auth.authorize(emu, caller, permission, model_name)  # before any lookup
+            latest = latest_ready(emu, model_name)
+            if latest is not None:
+                ref = ModelRef(project, model, latest)
     else:
         auth.authorize(emu, caller, version_permission, model_name)  # before any lookup
         target: str | int = number if number is not None else _label_target(emu, model_name, label or "")

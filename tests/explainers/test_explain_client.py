@@ -3,7 +3,8 @@ through Google's own ml v1 client (googleapiclient), `ml.projects().explain(...)
 attributions checked against known values: integrated gradients on linear TensorFlow models (a
 TF1 graph export and a TF2 export) is exactly w * (x - baseline); sampled Shapley on XGBoost,
 scikit-learn and a custom predictor matches exact Shapley values within the reported error.
-Also the errors: a bad config, a method the framework cannot run, a missing metadata file, XRAI,
+Also the errors: a bad config, a method the framework cannot run, a missing metadata file, XRAI
+on a model without an image input,
 a version without a config; and `python app.py explain`.
 """
 
@@ -114,7 +115,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = start_server(tmp_path_factory.mktemp("state"))
+    # scikit-learn, XGBoost and custom code are explained as an mlemu extension (issue 34)
+    live = start_server(tmp_path_factory.mktemp("state"),
+                        env={"MLEMU_EXPLAIN_ANY_FRAMEWORK": "true"})
     yield live
     stop_server(live.proc)
 
@@ -144,6 +147,13 @@ def ml(server: LiveServer, models: dict[str, Any]) -> Any:
     for model, op in ops.items():
         assert "error" not in wait_done(ml, op), (model, op)
     return ml
+
+
+def mapped(entry: dict[str, Any]) -> np.ndarray:
+    """ROW_METADATA's index_feature_mapping: one attribution list per feature name, read as
+    Google's tabular sample reads them (`attributions[feature_name][0]`)."""
+    assert sorted(entry["attributions"]) == ["a", "b", "c"]
+    return np.array([entry["attributions"][name][0] for name in ("a", "b", "c")])
 
 
 def explain(ml: Any, name: str, instances: list[Any]) -> list[dict[str, Any]]:
@@ -202,7 +212,7 @@ def test_sampled_shapley_matches_exact_values_within_the_reported_error(
     else:
         f = lambda row: float(models["xgb"].predict(xgb.DMatrix(np.array([row], np.float32)))[0])  # noqa: E731
     exact = exact_shapley(f, X, BASELINE)
-    got = np.array(entry["attributions"]["data"])
+    got = mapped(entry)
     delta = entry["example_score"] - entry["baseline_score"]
     assert entry["example_score"] == pytest.approx(f(X), rel=1e-6)
     assert got.sum() == pytest.approx(delta, abs=1e-5)  # completeness
@@ -214,8 +224,7 @@ def test_sampled_shapley_matches_exact_values_within_the_reported_error(
 def test_custom_predictor_sampled_shapley(ml: Any) -> None:
     (entry,) = explain(ml, f"{P}/models/custom/versions/v1", [X])
     # ScalePredictor: 3 * sum(row), linear: every path gives 3 * (x - baseline)
-    assert entry["attributions"]["data"] == pytest.approx(
-        (3 * (np.array(X) - BASELINE)).tolist())
+    assert mapped(entry).tolist() == pytest.approx((3 * (np.array(X) - BASELINE)).tolist())
     assert entry["approx_error"] == pytest.approx(0, abs=1e-9)
 
 
@@ -266,8 +275,8 @@ def test_what_the_loaded_model_cannot_explain_fails_the_version(
 def test_explain_errors(ml: Any) -> None:
     with pytest.raises(HttpError) as info:
         explain(ml, f"{P}/models/xrai/versions/v1", [[1.0, 2.0, 3.0]])
-    assert info.value.resp.status == 501
-    assert "xraiAttribution is not implemented by mlemu" in error_of(info.value)["message"]
+    assert info.value.resp.status == 400  # XRAI ranks image regions; this input is a vector
+    assert "xraiAttribution explains one image input" in error_of(info.value)["message"]
     with pytest.raises(HttpError) as info:
         explain(ml, f"{P}/models/plain/versions/v1", [X])
     assert info.value.resp.status == 400

@@ -52,13 +52,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         GATED.format(calls=str(root / "calls"), hold=str(root / "hold")))
     (root / "model").mkdir()
     (root / "model" / "explanation_metadata.json").write_text(json.dumps({
-        "inputs": {"data": {"input_baselines": [[0.0, 0.0, 0.0]], "encoding": "bag_of_features"}},
+        "inputs": {"data": {"input_baselines": [[0.0, 0.0, 0.0]], "encoding": "identity"}},
         "outputs": {"value": {}}, "framework": "custom_container"}))
     config = modelkit.bootstrap_file(root / "boot.yaml", {"gated": {"versions": {"v1": {
         "deploymentUri": str(root / "model"), "predictionClass": "gated_predictor.GatedPredictor",
         "packageUris": [str(root / "pkg")],
         "explanationConfig": {"sampledShapleyAttribution": {"numPaths": 1}}}}}}, project="p")
-    live = start_server(root / "state", config, workers=1, env={"MLEMU_PROJECT": "p"})
+    # a custom predictor explained on ml v1: the mlemu extension MLEMU_EXPLAIN_ANY_FRAMEWORK
+    live = start_server(root / "state", config, workers=1,
+                        env={"MLEMU_PROJECT": "p", "MLEMU_EXPLAIN_ANY_FRAMEWORK": "true"})
     yield {"root": root, "server": live}
     stop_server(live.proc)
 

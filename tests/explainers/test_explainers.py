@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import explainers
-from core.errors import FailedPrecondition, InvalidArgument, Unimplemented
+from core.errors import FailedPrecondition, InvalidArgument
 from explainers import config, metadata
 from predictors.base import Predictor
 from predictors.sklearn import SklearnPredictor
@@ -29,7 +29,7 @@ SHAPLEY = {"sampledShapleyAttribution": {"numPaths": 20}}
 def write_metadata(directory: Path, inputs: dict[str, Any] | None = None, **extra: Any) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     body = {"inputs": inputs or {"data": {"input_baselines": [BASELINE],
-                                          "encoding": "bag_of_features"}},
+                                          "encoding": "identity"}},
             "outputs": {"score": {}}, "framework": "scikit_learn", **extra}
     (directory / metadata.FILE_NAME).write_text(json.dumps(body))
     return directory
@@ -206,7 +206,7 @@ def test_named_inputs_several_baselines_averaged(tmp_path: Path) -> None:
 def test_errors_of_an_explain_call(tmp_path: Path) -> None:
     predictor = SklearnPredictor(sklearn_interactions(tmp_path))
     model_dir = str(write_metadata(tmp_path / "m"))
-    with pytest.raises(Unimplemented, match="xraiAttribution is not implemented"):
+    with pytest.raises(InvalidArgument, match="xraiAttribution needs a differentiable TensorFlow"):
         explainers.explain(predictor, {"xraiAttribution": {}}, model_dir, [X], {})
     with pytest.raises(InvalidArgument, match="needs a differentiable TensorFlow"):
         explainers.explain(predictor, {"integratedGradientsAttribution": {}}, model_dir, [X], {})

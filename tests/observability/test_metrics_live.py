@@ -68,7 +68,8 @@ def send_traffic(server: LiveServer) -> Counter[tuple[str, ...]]:
         for _ in range(4):
             r = http.post(f"{url}/v1/models/sk:predict", json={"instances": [ROW]})
             assert r.status_code == 200
-            sent["http", "tfserving", "predict", "sk", "v1", "200"] += 1
+            # TF Serving's Latest: the highest numbered version, v2 (v1 is the default)
+            sent["http", "tfserving", "predict", "sk", "v2", "200"] += 1
         body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": ROW}]}
         for _ in range(5):
             assert http.post(f"{url}/v2/models/sk/versions/v2/infer", json=body).status_code == 200
@@ -141,4 +142,5 @@ def test_counters_add_up_across_processes(server: LiveServer) -> None:
     instances = samples(server, "mlemu_instances_per_request_sum")
     assert by_labels(instances, "model", "version")["sk", "v1"] >= 12 * 2 + 3
     calls = by_labels(samples(server, "mlemu_model_call_duration_seconds_count"), "model", "version")
-    assert calls["sk", "v2"] == 5 and calls["xgb", "v1"] == 3
+    # sk v2: the 5 V2 requests naming it and the 4 versionless TF Serving ones (Latest)
+    assert calls["sk", "v2"] == 5 + 4 and calls["xgb", "v1"] == 3

@@ -140,7 +140,7 @@ def test_http_whole_sequence(grps_server: LiveServer, models: Any) -> None:
     model_meta = yaml.safe_load(expect(call(grps_server, "metadata/model",
                                             {"str_data": "xgb"}))["str_data"])
     assert (model_meta["name"], model_meta["version"], model_meta["platform"]) == (
-        "xgb", "v1", "xgboost")
+        "xgb", "v1", "")
     assert model_meta["inputs"] == [{"name": "input-0", "datatype": "FP32", "shape": [-1, 3]}]
     assert yaml.safe_load(expect(call(grps_server, "metadata/model", {"str_data": "sk-v2"}))[
         "str_data"])["version"] == "v2"
