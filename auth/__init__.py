@@ -32,7 +32,7 @@ from auth.policy import (
 )
 from core.errors import PermissionDenied, Unauthenticated
 from core.payloads import ANONYMOUS, Caller
-from core.settings import IAM_MODES
+from core.setting_table import IAM_MODES
 
 if TYPE_CHECKING:
     from core.settings import Settings

@@ -32,7 +32,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
 from batch import records, sources
-from batch.pipeline import PredictDoFn, options
+from batch.engine import options
+from batch.pipeline import PredictDoFn
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
 
 

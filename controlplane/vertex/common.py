@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def not_found(kind: str, name: str) -> NotFound:
-    # The service's wording (python-genai issue 1706 quotes a real answer: "Endpoint
+    # The service's wording (googleapis/python-genai#1706 quotes a real answer: "Endpoint
     # `projects/.../endpoints/...` not found.").
     return NotFound(f"{kind} `{name}` not found.")
 
