@@ -19,7 +19,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tf.txt re
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-tf.txt -r requirements-beam.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	touch $@
 
 # gRPC/protobuf modules from protos/*.proto (grpcio-tools), into the gitignored protocols/_generated.

@@ -193,5 +193,5 @@ def test_make_venv_installs_the_requirements_then_mlemu_editable(tmp_path: Path)
     lines = planned.stdout.splitlines()
     requirements = next(i for i, line in enumerate(lines) if "-r requirements-dev.txt" in line)
     editable = lines.index(f"{venv}/bin/python -m pip install --quiet --no-deps "
-                           "--no-build-isolation -e .")
+                           "--no-build-isolation --config-settings editable_mode=compat -e .")
     assert requirements < editable

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.conftest import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: What a batch job's worker imports of mlemu (batch.pipeline -> predictors, registry, core).
 WORKER_PACKAGES = ("batch", "core", "predictors", "registry")
 PYPROJECT = """[build-system]
