@@ -183,8 +183,11 @@ def build_server(emu: Emulator, port: int | None = None, *, reuse_port: bool = F
     return server, server.port
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Serve until SIGTERM/SIGINT; `--reuse-port` shares the port with sibling processes."""
+def main(argv: list[str] | None = None, stopping: threading.Event | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; `--reuse-port` shares the port with sibling processes.
+    `stopping`: set by a handler the process installed before its imports (grpcserve/
+    __main__.py), so a signal that arrives while it starts stops it cleanly."""
+    stopping = stopping or threading.Event()
     settings = Settings.from_env()
     configure_logging(settings)
     args = sys.argv[1:] if argv is None else argv
@@ -204,10 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         log.error("cannot listen on %s:%s: %s", settings.host, settings.grpc_port, exc)
         return 1
+    if stopping.is_set():  # told to stop while starting: never listen
+        log.info("signal received while starting: gRPC not started")
+        _exit_soon()
+        return 0
     server.start()
     log.info("gRPC (V2 GRPCInferenceService, grps GrpsService) listening on %s:%d (pid %d)",
              settings.host, port, os.getpid())
-    stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
         # Only flag it: the handler may interrupt anything, and a second signal (the supervisor
@@ -225,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     # A call cancelled at the deadline whose model is still computing keeps a non-daemon pool
     # thread that interpreter exit would wait for: exit 1 s from now regardless, as gunicorn's
     # master SIGKILLs a worker past graceful_timeout. The store commits whole transactions only.
+    _exit_soon()
+    return 0
+
+
+def _exit_soon() -> None:
+    """End the process 1 s from now whatever non-daemon threads are left."""
     deadline = threading.Timer(1.0, os._exit, (0,))
     deadline.daemon = True
     deadline.start()
-    return 0

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,39 @@ def test_grpc_port_in_use_fails_the_whole_server(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="server exited") as caught:
             start_server(tmp_path / "state", grpc_port=port, timeout=60)
     assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (its SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def test_sigterm_while_the_grpc_process_starts_ends_it_cleanly(tmp_path: Path) -> None:
+    """`serve` may stop while a gRPC process still imports the server: SIGTERM then ends that
+    process with status 0 (not -15, which `serve` would report as its own failure), whether it
+    arrives before the process listens or after."""
+    import socket
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpcserve"], cwd=root, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "MLEMU_GRPC_PORT": str(port), "MLEMU_STATE_DIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 60  # a bound on a hung start, not a speed requirement
+        while not _catches_sigterm(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.002)
+        # The handler is there before the server is imported, so long before it listens.
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out.decode(errors="replace")
