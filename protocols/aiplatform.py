@@ -24,7 +24,6 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,18 +34,15 @@ import auth
 import dataplane
 from core.errors import ApiError, InvalidArgument, PredictionFailed
 from core.payloads import Caller, ModelRef, NumericInstances, PredictRequest
-from observability.http import StartSeen
 from protocols import wirearray
+from protocols.fastpath import FastPath, WSGIApp
 from web.google import check_standard_params, google_error_response, google_json, google_json_response
-from web.handlers import register_error_renderer, render_internal
+from web.handlers import register_error_renderer
 from web.http import client_gone, decode_json, read_body, read_limited, request_caller
 
 if TYPE_CHECKING:
     from emulator import Emulator
-    from observability.http import ObservedApp
 
-StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 log = logging.getLogger("mlemu.aiplatform")
 bp = Blueprint("aiplatform", __name__)
@@ -183,33 +179,23 @@ register_error_renderer(bp, render_ml_predict_error, log)
 #: Platform does not allow anyway) go through Flask's router, which has the last word on them.
 _PREDICT_PATH = re.compile(r"/v1/projects/([\w-]+)/models/([\w-]+)(?:/versions/([\w-]+))?:predict",
                            re.ASCII)
-_JSON_HEADERS = ("Content-Type", "application/json")
 
 
-class PredictFastPath:
-    """WSGI middleware in front of Flask serving plain `:predict` requests without it.
+class PredictFastPath(FastPath[ModelRef]):
+    """Plain ml v1 `:predict` requests served in front of Flask (protocols/fastpath.py).
 
-    Flask's per-request machinery (request and app contexts, URL matching, Response objects)
-    costs about as much GIL time as a small scikit-learn prediction; this is the route users
-    send the most requests to. A request qualifies when it is a POST with a Content-Length, a
-    path `_PREDICT_PATH` matches, no query string other than `alt=json` (what Google's client
-    library sends) and no Vertex AI routes are configured that could shadow it. It then runs the
-    same steps as the Flask view (identify the caller, bounded body, decode, `_predictions`,
-    this route's error shapes); anything else (`fields`, `prettyPrint`, chunked bodies, other
-    methods, unusual names) goes to Flask unchanged. tests/api/test_predict_fastpath.py checks
-    that both answer alike, byte for byte.
+    A request qualifies when it is a POST with a Content-Length, a path `_PREDICT_PATH` matches,
+    no query string other than `alt=json` (what Google's client library sends) and no Vertex AI
+    container routes are configured that could shadow it. It then runs the same steps as the
+    Flask view (identify the caller, bounded body, decode, `_predictions`, this route's error
+    shapes); anything else (`fields`, `prettyPrint`, chunked bodies, other methods, unusual
+    names) goes to Flask unchanged. tests/api/test_predict_fastpath.py checks that both answer
+    alike, byte for byte.
     """
 
-    def __init__(self, app: WSGIApp, emu: Emulator, observed: ObservedApp | None = None) -> None:
-        """`app` serves what the fast path does not; `observed`, the observability middleware
-        around it (if installed), counts and logs the fast path's own requests too."""
-        self.app = app
-        self.emu = emu
-        self.observed = observed
-        self.enabled = emu.settings.vertex is None
+    log = log
 
     def route(self, environ: dict[str, Any]) -> ModelRef | None:
-        """The model a request for the fast path addresses, or None if Flask should serve it."""
         if not self.enabled or environ.get("REQUEST_METHOD") != "POST":
             return None
         if environ.get("QUERY_STRING", "") not in ("", "alt=json"):
@@ -221,57 +207,14 @@ class PredictFastPath:
             return None
         return ModelRef(*match.groups())  # type: ignore[arg-type]
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        ref = self.route(environ)
-        if ref is None:
-            return self.app(environ, start_response)
-        observed = self.observed
-        if observed is None:
-            return self._respond(environ, ref, start_response)[0]
-        if observed.body_limit is not None and observed.body_limit():
-            return self.app(environ, start_response)  # the journal keeps bodies: Flask's path
-        # Counted here rather than by wrapping: the kind is known and the answer at hand, so the
-        # most frequent request pays for no wrapper (bench/RESULTS.md, metrics on and off).
-        started = perf_counter()
-        ctx, token = observed.begin(environ, _KIND)
-        code, headers = "500", None
-        try:
-            body, code, headers = self._respond(environ, ref, start_response)
-            return body
-        finally:
-            observed.end(environ, ctx, token, _KIND, code, headers, started)
-
-    def _respond(self, environ: dict[str, Any], ref: ModelRef, start_response: StartResponse
-                 ) -> tuple[Iterable[bytes], str, list[tuple[str, str]] | None]:
-        """Serve one request: the body, and the status code and headers it started."""
-        try:
-            answer = self._serve(environ, ref)
-        except ApiError as exc:
-            return _started(render_ml_predict_error(exc), environ, start_response)
-        except Exception:  # noqa: BLE001 - the client gets this route's INTERNAL error object
-            return _started(render_internal(render_ml_predict_error, log), environ,
-                            start_response)
-        headers = [_JSON_HEADERS, ("Content-Length", str(len(answer)))]
-        start_response("200 OK", headers)
-        return [answer], "200", headers
-
-    def _serve(self, environ: dict[str, Any], ref: ModelRef) -> bytes:
+    def serve(self, environ: dict[str, Any], target: ModelRef) -> bytes:
         emu = self.emu
         caller = auth.identify(emu, EnvironHeaders(environ))
-        dataplane.admit(emu, caller, ref)
+        dataplane.admit(emu, caller, target)
         data = read_limited(environ["wsgi.input"], int(environ["CONTENT_LENGTH"]),
                             emu.settings.max_request_bytes)
-        return ml_predict_body(_predictions(emu, caller, ref, data),  # type: ignore[no-any-return]
+        return ml_predict_body(_predictions(emu, caller, target, data),  # type: ignore[no-any-return]
                                lambda body: google_json(body, pretty=False))
 
-
-#: (protocol, method) of every fast-path request (observability/http.py's `classify` says the same).
-_KIND = ("aiplatform", "predict")
-
-
-def _started(response: WSGIApp, environ: dict[str, Any], start_response: StartResponse
-             ) -> tuple[Iterable[bytes], str, list[tuple[str, str]] | None]:
-    """Run an error response, noting the status code and headers it starts with."""
-    seen = StartSeen(start_response)
-    body = response(environ, seen)
-    return body, seen.code, seen.headers
+    def render_error(self, exc: ApiError) -> WSGIApp:
+        return render_ml_predict_error(exc)  # type: ignore[no-any-return]
