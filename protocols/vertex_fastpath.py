@@ -1,6 +1,6 @@
 """Vertex AI `endpoints.predict` served in front of Flask, as protocols/aiplatform.py's
-PredictFastPath serves ml v1's `:predict` (both protocols/fastpath.py FastPaths): the same steps as the Flask view
-(protocols/vertex_prediction.py: identify the caller, admit, bounded body, decode,
+PredictFastPath serves ml v1's `:predict` (both are protocols/fastpath.py FastPaths): the same
+steps as the Flask view (protocols/vertex_prediction.py: identify the caller, admit, bounded body, decode,
 dataplane/vertex.py, the Google error object) without Flask's per-request machinery, so a
 one-row endpoint prediction costs what an ml v1 one does.
 
