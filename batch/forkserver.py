@@ -47,6 +47,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from batch.runners import end_child
 from batch.spec import JobSpec
 
 PR_SET_PDEATHSIG = 1
@@ -138,14 +139,7 @@ class ForkServer:
         """End the server (and any worker left), and wait for it, so its CPU and its workers'
         count as this process's children."""
         self.finished = True
-        with contextlib.suppress(OSError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_child(self.proc)
 
 
 class _Forked:

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER_DIED = "The batch prediction job runner died ({status})."
@@ -147,14 +147,31 @@ class Runner:
 
     def close(self) -> None:
         """End the runner (its jobs die with it) and wait for it."""
-        with contextlib.suppress(OSError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_child(self.proc)
+
+
+class Child(Protocol):
+    """What end_child uses of a child: Popen, or forkserver's Popen-like fork."""
+
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+def end_child(proc: Child) -> None:
+    """End a child that serves requests read from its stdin (a runner, a fork server): close
+    its stdin, which tells it to exit, and wait for it (killed after 10 s)."""
+    with contextlib.suppress(OSError):
+        assert proc.stdin is not None
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class Runners:
