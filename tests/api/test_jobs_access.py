@@ -51,7 +51,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                         data_roots=(str(data),))
     client = create_app(settings, warm=False).test_client()
     yield {"client": client, "root": root, "conf": conf, "data": data}
-    assert client.application.extensions["mlemu"].tasks.wait_idle(60)
+    assert client.application.extensions["mlemu"].tasks.wait_idle(batchkit.SETTLE_S)
 
 
 def post_job(world: dict[str, Any], who: str, job_id: str, inputs: list[str], **model: str) -> Any:
@@ -62,7 +62,7 @@ def post_job(world: dict[str, Any], who: str, job_id: str, inputs: list[str], **
 
 def finished(world: dict[str, Any], job_id: str) -> dict[str, Any]:
     client = world["client"]
-    assert client.application.extensions["mlemu"].tasks.wait_idle(120)
+    assert client.application.extensions["mlemu"].tasks.wait_idle(batchkit.SETTLE_S)
     return dict(client.get(f"{J}/{job_id}", headers=iamkit.bearer("admin")).get_json())
 
 

@@ -41,7 +41,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     test_client = create_app(settings, warm=False).test_client()
     test_client.root = root  # type: ignore[attr-defined]
     yield test_client
-    assert test_client.application.extensions["mlemu"].tasks.wait_idle(60)
+    assert test_client.application.extensions["mlemu"].tasks.wait_idle(batchkit.SETTLE_S)
 
 
 def _job(root: Path, job_id: str, **model: str) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def test_a_jobs_own_policy(client: Any) -> None:
     missing = call(client, "GET", f"{J}/ghost:getIamPolicy", "admin")
     assert missing.status_code == 404
     # A job that finds no input fails with the reason, never a traceback.
-    client.application.extensions["mlemu"].tasks.wait_idle(60)
+    client.application.extensions["mlemu"].tasks.wait_idle(batchkit.SETTLE_S)
     job = call(client, "GET", name, "admin").get_json()
     assert job["state"] == "FAILED" and "Traceback" not in job["errorMessage"], job
     assert "none-*.json" in job["errorMessage"], job

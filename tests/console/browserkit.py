@@ -54,6 +54,17 @@ def blank_page(browser) -> None:
     browser.get_log("browser")
 
 
+def waiter(driver, timeout: float = 60.0):
+    """A WebDriverWait that also retries while the page is being replaced: an element found
+    on the old page goes stale when a form's submit navigates (seen in CI on a loaded machine).
+    The timeout is a bound for a broken page, not a target."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException))
+
+
 def resize(driver, size: tuple[int, int]) -> None:
     """The viewport (not the window) at `size`, so pages are checked at exactly that width."""
     driver.set_window_size(*size)

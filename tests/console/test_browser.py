@@ -17,7 +17,6 @@ import requests
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import ROOT, start_server, stop_server
 from tests.console.browserkit import (
@@ -31,6 +30,7 @@ from tests.console.browserkit import (
     screenshot,
     severe_entries,
     unlabelled_controls,
+    waiter,
 )
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
@@ -70,7 +70,7 @@ def test_every_page_loads_without_javascript_errors(server, browser, size):
     severe_entries(browser)
     for name, url in pages(server.url).items():
         browser.get(url)
-        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        waiter(browser).until(lambda d: d.execute_script(
             "return document.readyState") == "complete")
         assert browser.find_element(By.TAG_NAME, "h1").text, name
         assert "mlemu" in browser.title
@@ -92,7 +92,7 @@ def test_try_it_shows_the_prediction_and_the_snippets_answer_alike(server, brows
     body.clear()
     body.send_keys(json.dumps({"instances": INSTANCES}))
     browser.find_element(By.ID, "send").click()
-    answer = WebDriverWait(browser, 60).until(
+    answer = waiter(browser).until(
         expected_conditions.visibility_of_element_located((By.ID, "answer")))
     assert json.loads(answer.text) == {"predictions": [1, 0]}
     assert browser.find_element(By.ID, "result-status").text == "200"
@@ -126,7 +126,7 @@ def test_try_it_from_the_keyboard(server, browser):
     body.send_keys(Keys.TAB)  # to the Send button
     assert browser.switch_to.active_element.get_attribute("id") == "send"
     browser.switch_to.active_element.send_keys(Keys.ENTER)
-    answer = WebDriverWait(browser, 60).until(
+    answer = waiter(browser).until(
         expected_conditions.visibility_of_element_located((By.ID, "answer")))
     assert json.loads(answer.text) == {"predictions": [1]}
     assert severe_entries(browser) == []
@@ -139,7 +139,7 @@ def test_metrics_page_refreshes_its_charts(server, browser):
     requests.post(f"{server.url}/v1/projects/{PROJECT}/models/iris:predict",
                   json={"instances": INSTANCES}, timeout=30)
     # the page's script fetches the charts again; the server samples again when 5 s have passed
-    WebDriverWait(browser, 60).until(lambda d: d.find_element(By.ID, "charts").text != first)
+    waiter(browser).until(lambda d: d.find_element(By.ID, "charts").text != first)
     assert browser.find_elements(By.CSS_SELECTOR, "#charts svg.chart polyline")
     screenshot(browser, "metrics-refreshed")
     assert severe_entries(browser) == []
@@ -179,7 +179,7 @@ def test_sign_in_under_iam_enforce_keeps_the_token_from_scripts(tmp_path, browse
         token = browser.find_element(By.ID, "token")
         assert browser.find_element(By.CSS_SELECTOR, "label[for=token]").text == "Token"
         token.send_keys(ADMIN_TOKEN, Keys.ENTER)
-        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1").text
+        waiter(browser).until(lambda d: d.find_element(By.TAG_NAME, "h1").text
                                          == "Overview")
         assert "user:ann@example.com" in browser.find_element(By.CLASS_NAME, "who").text
         assert "iris" in browser.find_element(By.ID, "main").text
@@ -191,7 +191,7 @@ def test_sign_in_under_iam_enforce_keeps_the_token_from_scripts(tmp_path, browse
         screenshot(browser, "overview-signed-in")
         assert severe_entries(browser) == []
         browser.find_element(By.CSS_SELECTOR, ".signout button").click()
-        WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(
+        waiter(browser).until(lambda d: d.current_url.startswith(
             f"{live.url}/console/login"))
         assert "mlemu_console_token" not in {c["name"] for c in browser.get_cookies()}
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import requests
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from tests.conftest import start_server, stop_server
 from tests.console.browserkit import (
@@ -22,6 +22,7 @@ from tests.console.browserkit import (
     screenshot,
     severe_entries,
     unlabelled_controls,
+    waiter,
 )
 from tests.console.consolekit import PROJECT, iris_bootstrap
 
@@ -62,7 +63,7 @@ def test_a_fault_added_in_the_console_is_what_the_api_answers_next(server, brows
     fill(browser, "f-message", "Quota exceeded in the console test.")
     fill(browser, "f-times", "1")
     browser.find_element(By.CSS_SELECTOR, "#add-fault button[type=submit]").click()
-    message = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "message"))
+    message = waiter(browser).until(lambda d: d.find_element(By.ID, "message"))
     assert message.text == "Fault rule added."
     assert severe_entries(browser) == []
     refused = predict(server)
@@ -74,7 +75,7 @@ def test_a_fault_added_in_the_console_is_what_the_api_answers_next(server, brows
     assert len(rows) == 1 and rows[0].find_elements(By.TAG_NAME, "td")[3].text == "1"  # hits
     screenshot(browser, "controls-with-fault")
     rows[0].find_element(By.TAG_NAME, "button").click()
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "message").text
+    waiter(browser).until(lambda d: d.find_element(By.ID, "message").text
                                      == "Fault rule removed.")
     assert "No fault rules." in browser.find_element(By.ID, "main").text
     assert severe_entries(browser) == []
@@ -104,7 +105,7 @@ def test_reset_empties_the_overview(server, browser):
     assert "scratch" in browser.find_element(By.ID, "main").text
     browser.get(f"{server.url}/console/controls")
     browser.find_element(By.CSS_SELECTOR, "#reset button[type=submit]").click()
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "message").text
+    waiter(browser).until(lambda d: d.find_element(By.ID, "message").text
                                      .startswith("Reset"))
     browser.get(f"{server.url}/console/?project={PROJECT}")
     text = browser.find_element(By.ID, "main").text

@@ -23,7 +23,7 @@ def test_a_job_without_beam_fails_saying_so(make_app: Any, tmp_path: Any,
     body = batchkit.prediction_job("no_beam", [str(tmp_path / "x.json")], str(tmp_path / "out"),
                                    modelName="projects/p/models/m")
     assert client.post("/v1/projects/p/jobs", json=body).status_code == 200
-    assert client.emu.tasks.wait_idle(30)
+    assert client.emu.tasks.wait_idle(batchkit.SETTLE_S)
     job = client.get("/v1/projects/p/jobs/no_beam").get_json()
     assert job["state"] == "FAILED"
     assert job["errorMessage"] == ("Batch prediction needs Apache Beam, which is not installed on "
@@ -64,7 +64,7 @@ def test_a_cancelled_job_leaves_no_staging_folders(make_app: Any, tmp_path: Any)
         assert time.monotonic() < deadline, client.get("/v1/projects/p/jobs/stopped").get_json()
         time.sleep(0.1)
     assert client.post("/v1/projects/p/jobs/stopped:cancel").status_code == 200
-    assert client.emu.tasks.wait_idle(60)
+    assert client.emu.tasks.wait_idle(batchkit.SETTLE_S)
     assert client.get("/v1/projects/p/jobs/stopped").get_json()["state"] == "CANCELLED"
     assert _staging(out) == []
 
@@ -82,7 +82,7 @@ def test_an_adopted_jobs_earlier_staging_folders_are_removed(make_app: Any, tmp_
     body = batchkit.prediction_job("again", [str(tmp_path / "in.json")], str(out),
                                    modelName="projects/p/models/slow", maxWorkerCount=1)
     assert client.post("/v1/projects/p/jobs", json=body).status_code == 200
-    assert client.emu.tasks.wait_idle(120)
+    assert client.emu.tasks.wait_idle(batchkit.SETTLE_S)
     job = client.get("/v1/projects/p/jobs/again").get_json()
     assert job["state"] == "SUCCEEDED", job
     assert _staging(out) == ["beam-temp-note.txt"]
@@ -107,7 +107,7 @@ def test_long_records_and_long_messages_are_bounded(make_app: Any, tmp_path: Any
     body = batchkit.prediction_job("long", [str(tmp_path / "in.json")], str(out),
                                    modelName="projects/p/models/m", maxWorkerCount=1)
     assert client.post("/v1/projects/p/jobs", json=body).status_code == 200
-    assert client.emu.tasks.wait_idle(120)
+    assert client.emu.tasks.wait_idle(batchkit.SETTLE_S)
     job = client.get("/v1/projects/p/jobs/long").get_json()
     assert job["state"] == "SUCCEEDED", job
     assert job["predictionOutput"]["predictionCount"] == "2"
@@ -153,6 +153,6 @@ def test_a_job_starts_only_when_its_memory_is_free(make_app: Any, tmp_path: Any,
     assert client.get("/v1/projects/p/jobs/waits").get_json()["state"] == "PREPARING"
     assert not (client.emu.settings.jobs_path / "p" / "waits").exists()  # no pipeline started
     freed.set()
-    assert client.emu.tasks.wait_idle(120)
+    assert client.emu.tasks.wait_idle(batchkit.SETTLE_S)
     job = client.get("/v1/projects/p/jobs/waits").get_json()
     assert job["state"] == "SUCCEEDED" and job["predictionOutput"]["predictionCount"] == "1", job

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+#: Longest a test waits for jobs to end: a bound, not a target. A job's first runner imports
+#: Beam and its framework, which takes minutes on a loaded machine (batch.runners.START_S).
+SETTLE_S = 600.0
 
 
-def wait_job(ml: Any, name: str, until: tuple[str, ...] = TERMINAL, timeout: float = 120.0,
+def wait_job(ml: Any, name: str, until: tuple[str, ...] = TERMINAL, timeout: float = SETTLE_S,
              check: Any = None) -> dict[str, Any]:
     """Poll jobs.get until the job's state is in `until` (and `check(job)` holds, if given)."""
     deadline = time.monotonic() + timeout
