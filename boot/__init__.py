@@ -74,7 +74,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
                                tensorflow_threads=settings.tensorflow_threads)
     instruments = Instruments() if settings.metrics else None
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
-                              max_loaded=settings.max_loaded_versions, instruments=instruments)
+                              max_loaded=settings.max_loaded_versions, instruments=instruments,
+                              max_bytes=settings.max_loaded_mb << 20)
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
     emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments,
                                     max_bytes=settings.request_log_max_bytes)
@@ -88,7 +89,8 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     if settings.config_file is not None:
         emu.bootstrap_versions = _apply_bootstrap(store, settings)
     if settings.vertex is not None:
-        emu.bootstrap_versions.append(register_vertex_model(store, settings))
+        # First: the model a Vertex AI custom container serves is one readiness waits for.
+        emu.bootstrap_versions.insert(0, register_vertex_model(store, settings))
     # Starting the runner also recovers operations a dead process left unfinished.
     emu.tasks = TaskRunner(store, emu, on_tick=emu.on_tick, long_threads=JOB_THREADS)
     emu.tasks.hold = emu.controls.timing.hold  # timing rules (controls/timing.py) gate every task type

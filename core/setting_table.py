@@ -76,6 +76,8 @@ SETTINGS = (
     Var("tensorflow_threads", ("MLEMU_TENSORFLOW_THREADS",), INTEGER),
     Var("batch_max_instances", ("MLEMU_BATCH_MAX_INSTANCES",), INTEGER),
     Var("max_loaded_versions", ("MLEMU_MAX_LOADED_VERSIONS",), INTEGER),
+    Var("max_loaded_mb", ("MLEMU_MAX_LOADED_MB",), INTEGER),
+    Var("ready_versions", ("MLEMU_READY_VERSIONS",), INTEGER),
     Var("log_level", ("MLEMU_LOG_LEVEL",), choice(*LOG_LEVELS)),
     Var("max_message_bytes", ("MLEMU_MAX_MESSAGE_BYTES",), INTEGER),
     Var("grpc_inline_ms", ("MLEMU_GRPC_INLINE_MS",), FLOAT),

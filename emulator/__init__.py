@@ -41,7 +41,8 @@ class Emulator:
     #: The IAM configuration (auth.IamConfig): identities, groups, project policies.
     policy: auth.IamConfig = dataclasses.field(default_factory=auth.IamConfig)
     started_at: float = dataclasses.field(default_factory=time.time)
-    #: Version names declared by the bootstrap file (readiness waits for these to load).
+    #: Version names declared by the bootstrap file (readiness waits for the first of these to
+    #: load: warm_up).
     bootstrap_versions: list[str] = dataclasses.field(default_factory=list)
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event)
     #: Version name -> monotonic time this emulator last wrote its lastUseTime (dataplane.py).
@@ -75,27 +76,54 @@ class Emulator:
         self.batch_runners = Runners(self.settings.jobs_path, self.settings.batch_runner_idle_s)
 
     def warm_up(self) -> None:
-        """Load every READY bootstrap version so the first request does not pay for it.
+        """Load the READY bootstrap versions so their first requests do not pay for it.
 
-        A version whose model cannot be loaded is marked FAILED with the reason, as a
-        versions.create would have done, so it reports why it does not serve.
+        The first `ready_versions` (MLEMU_READY_VERSIONS) are loaded before this process reports
+        ready (`warmed`); the others then load in the background, in the bootstrap file's order,
+        while the caps on loaded versions leave room (the rest load on their first request), so
+        readiness does not wait for a thousand models nor churn through more than fit. A version
+        whose model cannot be loaded is marked FAILED with the reason, as a versions.create
+        would have done, so it reports why it does not serve.
         """
+        waits_for = max(0, self.settings.ready_versions)
         try:
-            for name in self.bootstrap_versions:
-                version = self.store.get_version(name)
-                if version is None or version.state != "READY":
-                    continue
-                try:
-                    predictor = self.deployments.get(version)
-                except ApiError as exc:
-                    log.warning("could not load %s: %s", name, exc.message)
-                    self._mark_failed(version, exc.message)
-                else:
-                    if not version.framework and not version.prediction_class:
-                        self._set_framework(version, predictor.framework)
+            for index, name in enumerate(self.bootstrap_versions):
+                if index == waits_for:
+                    self._ready()
+                if index >= waits_for and not self.deployments.has_room():
+                    log.info("warm-up stopped after %d of %d bootstrap versions: the caps on "
+                             "loaded versions are full; the others load on demand",
+                             index, len(self.bootstrap_versions))
+                    break
+                self._warm(name)
         finally:
-            self.remember_baseline()
-            self.warmed.set()
+            if not self.warmed.is_set():
+                self._ready()
+
+    def _ready(self) -> None:
+        self.remember_baseline()
+        self.warmed.set()
+
+    def ready_versions(self) -> list[str]:
+        """The bootstrap versions readiness waits for (warm_up)."""
+        return self.bootstrap_versions[:max(0, self.settings.ready_versions)]
+
+    def _warm(self, name: str) -> None:
+        version = self.store.get_version(name)
+        if version is None or version.state != "READY" or self.deployments.is_loaded(version):
+            return
+        try:
+            predictor = self.deployments.get(version)
+        except ApiError as exc:
+            log.warning("could not load %s: %s", name, exc.message)
+            self._mark_failed(version, exc.message)
+            if self.warmed.is_set():  # after readiness: what a reset restores is FAILED too
+                for found, parent, doc in self.store.rows("versions", name):
+                    if found == name:
+                        self.baseline.setdefault("versions", {})[name] = (parent, doc)
+        else:
+            if not version.framework and not version.prediction_class:
+                self._set_framework(version, predictor.framework)
 
     def remember_baseline(self) -> None:
         """Keep the bootstrap file's models and versions as stored now (after warm-up recorded

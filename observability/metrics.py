@@ -89,6 +89,13 @@ class Metrics:
         self.models_loaded = Gauge("mlemu_models_loaded", "Model versions loaded, summed over "
                                    "live processes (each process loads its own copy).", _VERSION,
                                    multiprocess_mode="livesum", registry=r)
+        self.models_loaded_bytes = Gauge("mlemu_models_loaded_bytes", "Estimated memory of the "
+                                         "model versions loaded (registry/footprint.py), summed "
+                                         "over live processes.", multiprocess_mode="livesum",
+                                         registry=r)
+        self.evictions = Counter("mlemu_model_evictions", "Loaded versions unloaded by the caps "
+                                 "on loaded versions or their memory (least recently used).",
+                                 _VERSION, registry=r)
         self.load_seconds = Histogram("mlemu_model_load_duration_seconds", "Time to load a model "
                                       "version.", _VERSION, buckets=_LATENCY, registry=r)
         self.load_failures = Counter("mlemu_model_load_failures", "Model loads that failed.",
@@ -149,6 +156,7 @@ class VersionInstruments:
         self.loaded = metrics.models_loaded.labels(*labels)
         self.load_seconds = metrics.load_seconds.labels(*labels)
         self.load_failures = metrics.load_failures.labels(*labels)
+        self.evictions = metrics.evictions.labels(*labels)
 
     def model_call(self, seconds: float, instances: Any) -> None:
         tally = self.tally

@@ -85,11 +85,11 @@ def model_ready(emu: Emulator, caller: Caller, name: str, version: str | None) -
 
 
 def server_ready(emu: Emulator) -> bool:
-    """Warm-up finished and every READY bootstrap version is loaded in this process (or was, and
-    the cap on loaded versions unloaded it: it reloads on demand)."""
+    """Warm-up reached readiness and every READY bootstrap version readiness waits for is loaded
+    in this process (or was, and a cap on loaded versions unloaded it: it reloads on demand)."""
     if not emu.is_ready():
         return False
-    for name in emu.bootstrap_versions:
+    for name in emu.ready_versions():
         version = emu.store.get_version(name)
         if version is not None and version.state == "READY" and not emu.deployments.serves(version):
             return False

@@ -8,10 +8,12 @@ many threads ask at once. A failed load is remembered for the same incarnation s
 does not reload on every request. Callers look the version up in the store on every request, so
 a version deleted through another process or instance stops serving here at once.
 
-Memory is bounded by a cap on loaded versions per process (MLEMU_MAX_LOADED_VERSIONS): loading
-one more than the cap unloads the least recently used one, which loads again on its next
-request. An unloaded predictor is not closed: it is only forgotten here, so a request (or a
-batch) already using it finishes normally and its memory is freed when the last of them lets go.
+Memory is bounded per process by two caps: on loaded versions (MLEMU_MAX_LOADED_VERSIONS) and
+on their estimated memory (MLEMU_MAX_LOADED_MB; registry/footprint.py says how a version is
+sized and which versions go). Loading one more than a cap allows unloads the least recently used
+ones, which load again on their next request. An unloaded predictor is not closed: it is only
+forgotten here, so a request (or a batch) already using it finishes normally and its memory is
+freed when the last of them lets go.
 """
 
 from __future__ import annotations
@@ -29,30 +31,35 @@ from observability import instrument
 from observability.metrics import Instruments
 from predictors.base import Predictor, PredictorOptions
 from predictors.batching import Batchers
-from registry import artifacts
+from registry import artifacts, footprint
 from registry.gcs import GcsCache
 from registry.resources import Version
 
 Loader = Callable[[Version], Predictor]
+#: A loaded version's estimated memory in bytes (registry/footprint.py).
+Sizer = Callable[[Version, Predictor], int]
 
 log = logging.getLogger("mlemu")
 
 
 class _Entry:
-    """One version's load result, and when it was last asked for (for least-recently-used)."""
+    """One version's load result, when it was last asked for (for least-recently-used) and its
+    estimated memory (0 for a failed load, which holds no model)."""
 
-    __slots__ = ("uid", "used", "value")
+    __slots__ = ("size", "uid", "used", "value")
 
-    def __init__(self, uid: str, value: Predictor | ApiError, used: int) -> None:
+    def __init__(self, uid: str, value: Predictor | ApiError, used: int, size: int = 0) -> None:
         self.uid = uid
         self.value = value
         self.used = used
+        self.size = size
 
 
 class Deployments:
     def __init__(self, package_cache: Path, loader: Loader | None = None,
                  gcs: GcsCache | None = None, options: PredictorOptions | None = None,
-                 max_loaded: int = 0, instruments: Instruments | None = None) -> None:
+                 max_loaded: int = 0, instruments: Instruments | None = None,
+                 max_bytes: int = 0, sizer: Sizer | None = None) -> None:
         self._package_cache = package_cache
         #: Metrics of loads and model calls (None: metrics off; calls are still attributed).
         self.instruments = instruments
@@ -65,6 +72,12 @@ class Deployments:
         self._loader = loader or self.load_version
         #: Most predictors kept loaded at once (0: no bound); see the module docstring.
         self.max_loaded = max_loaded
+        #: Most estimated bytes of loaded predictors at once (0: no bound); see the module docstring.
+        self.max_bytes = max_bytes
+        self._sizer = sizer or self._measured_size
+        #: Version name -> estimate recorded by load_version (taken by _measured_size under the
+        #: version's load lock).
+        self._sizes: dict[str, int] = {}
         self._entries: dict[str, _Entry] = {}
         #: Version name -> uid of versions the cap unloaded after they loaded fine (they serve:
         #: the next request reloads them).
@@ -82,10 +95,15 @@ class Deployments:
             artifacts.unpack_package(artifacts.resolve_uri(uri, gcs=self.gcs), self._package_cache)
             for uri in version.package_uris
         ]
-        predictor, _ = predictors.load(
+        predictor, framework = predictors.load(
             model_dir, version.framework or None, version.prediction_class or None, roots,
             self.options)
+        self._sizes[version.name] = footprint.estimate(model_dir, framework)
         return predictor
+
+    def _measured_size(self, version: Version, predictor: Predictor) -> int:
+        """The estimate load_version recorded; the bare overhead for another loader's predictor."""
+        return self._sizes.pop(version.name, footprint.OVERHEAD)
 
     def get(self, version: Version) -> Predictor:
         entry = self._entries.get(version.name)
@@ -116,9 +134,11 @@ class Deployments:
                 value = ModelLoadError(f"Could not load the model: {type(exc).__name__}: {exc}")
             self._observe_load(version.name, value, time.perf_counter() - started)
             if entry is not None and not isinstance(entry.value, ApiError):
-                self._unloaded_metric(version.name)
+                self._unloaded_metric(version.name, entry.size)
                 entry.value.close()
-            entry = _Entry(version.uid, value, next(self._clock))
+            size = 0 if isinstance(value, ApiError) else self._size_of(version, value)
+            entry = _Entry(version.uid, value, next(self._clock), size)
+            self._loaded_bytes_metric(size)
             self._entries[version.name] = entry
             self._unloaded.pop(version.name, None)
         if not isinstance(value, ApiError):
@@ -126,27 +146,52 @@ class Deployments:
         return entry
 
     def _enforce_cap(self, keep: str) -> None:
-        """Unload the least recently used predictors beyond `max_loaded` (never `keep`, the one
-        just loaded). Failed loads hold no model and do not count."""
-        if self.max_loaded <= 0:
+        """Unload the least recently used predictors beyond the caps (never `keep`, the one just
+        loaded; footprint.evictions decides). Failed loads hold no model and do not count."""
+        if self.max_loaded <= 0 and self.max_bytes <= 0:
             return
         with self._guard:
-            loaded = [(e.used, name, e) for name, e in list(self._entries.items())
-                      if not isinstance(e.value, ApiError) and name != keep]
-            excess = len(loaded) + 1 - self.max_loaded
-            if excess <= 0:
-                return
-            loaded.sort(key=lambda item: item[0])
-            for _, name, entry in loaded[:excess]:
+            kept = self._entries.get(keep)
+            entries = {name: e for name, e in list(self._entries.items())
+                       if not isinstance(e.value, ApiError) and name != keep}
+            names = footprint.evictions([(e.used, name, e.size) for name, e in entries.items()],
+                                        kept.size if kept is not None else 0,
+                                        self.max_loaded, self.max_bytes)
+            for name in names:
+                entry = entries[name]
                 if self._entries.get(name) is entry:
                     del self._entries[name]
                     self._unloaded[name] = entry.uid
-                    self._unloaded_metric(name)
+                    self._unloaded_metric(name, entry.size)
+                    if self.instruments is not None:
+                        self.instruments.version(name).evictions.inc()
         # Not closed: a request or batch may still be running on it (module docstring).
-        for _, name, _ in loaded[:excess]:
-            log.info("unloaded %s: least recently used of more than %d loaded versions "
-                     "(MLEMU_MAX_LOADED_VERSIONS); it reloads on its next request",
-                     name, self.max_loaded)
+        for name in names:
+            log.info("unloaded %s: least recently used of more than %s; it reloads on its next "
+                     "request", name, self._caps())
+
+    def _caps(self) -> str:
+        caps = []
+        if self.max_loaded > 0:
+            caps.append(f"{self.max_loaded} loaded versions (MLEMU_MAX_LOADED_VERSIONS)")
+        if self.max_bytes > 0:
+            caps.append(f"{self.max_bytes / 2**20:.0f} MiB of loaded models (MLEMU_MAX_LOADED_MB)")
+        return " or ".join(caps)
+
+    def _size_of(self, version: Version, predictor: Predictor) -> int:
+        try:
+            return max(0, int(self._sizer(version, predictor)))
+        except Exception:  # noqa: BLE001 - an unreadable directory is sized as the bare overhead
+            return footprint.OVERHEAD
+
+    def loaded_bytes(self) -> int:
+        """The estimated memory of the predictors loaded now."""
+        return sum(e.size for e in list(self._entries.values()))
+
+    def has_room(self) -> bool:
+        """Whether one more version loads without unloading another (what warm-up asks)."""
+        sizes = [e.size for e in list(self._entries.values()) if not isinstance(e.value, ApiError)]
+        return footprint.has_room(len(sizes), sum(sizes), self.max_loaded, self.max_bytes)
 
     def drop(self, name: str, uid: str | None = None) -> None:
         """Unload `name` (only the incarnation `uid`, when given)."""
@@ -158,7 +203,7 @@ class Deployments:
                 return
             del self._entries[name]
         if not isinstance(entry.value, ApiError):
-            self._unloaded_metric(name)
+            self._unloaded_metric(name, entry.size)
             entry.value.close()
 
     def _observe_load(self, name: str, value: Predictor | ApiError, seconds: float) -> None:
@@ -174,9 +219,14 @@ class Deployments:
         if metrics is not None or not value.framework:  # custom code's output is attributed
             instrument.instrument(value, name, metrics)
 
-    def _unloaded_metric(self, name: str) -> None:
+    def _unloaded_metric(self, name: str, size: int) -> None:
         if self.instruments is not None:
             self.instruments.version(name).loaded.dec()
+            self.instruments.metrics.models_loaded_bytes.dec(size)
+
+    def _loaded_bytes_metric(self, size: int) -> None:
+        if self.instruments is not None and size:
+            self.instruments.metrics.models_loaded_bytes.inc(size)
 
     def prune(self, current_uid: Callable[[str], str | None]) -> list[str]:
         """Unload versions whose store incarnation is gone or changed (deleted or re-created

@@ -30,6 +30,7 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     host="0.0.0.0", port=9000, workers=3, threads=5, max_request_bytes=10,
                     default_project="p", iam_mode="enforce", iam_config=tmp_path / "iam.yaml",
                     xgboost_nthread=0, tensorflow_threads=0, batch_max_instances=0, max_loaded_versions=0,
+                    max_loaded_mb=512, ready_versions=4,
                     database_url="sqlite:///x.db",
                     grpc_port=0, grpc_workers=4, grpc_inline_ms=0.0, public_url="https://x.run.app",
                     log_level="debug",
