@@ -64,3 +64,47 @@ def test_live_server_serves_more_versions_than_it_keeps_loaded(live_server: Any,
     log = server.output()
     assert f"unloaded {PREFIX}/v0: least recently used" in log
     assert "Traceback" not in log
+
+
+def test_warm_up_past_readiness_stops_when_the_cap_is_full(make_app: Any, tmp_path: Path) -> None:
+    versions, want = _models(tmp_path, 4)
+    config = modelkit.bootstrap_file(tmp_path / "boot.yaml", {"m": {"versions": versions}})
+    client = make_app(config, max_loaded_versions=2, ready_versions=1)
+    client.emu.warm_up()
+    deployments = client.emu.deployments
+    # v0 before readiness; v1 in the background while there was room; v2 and v3 on demand.
+    assert sorted(deployments.loaded()) == [f"{PREFIX}/v0", f"{PREFIX}/v1"]
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/v2/health/ready").status_code == 200
+    r = client.post(f"/v1/{PREFIX}/v3:predict", json={"instances": ROWS})
+    assert r.status_code == 200 and r.json["predictions"] == want["v3"]
+    assert sorted(deployments.loaded()) == [f"{PREFIX}/v1", f"{PREFIX}/v3"]
+
+
+def _metric(text: str, name: str) -> float:
+    """The sum of a metric's samples in a Prometheus text exposition."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_live_server_under_a_memory_cap_serves_more_than_fit(live_server: Any,
+                                                            tmp_path: Path) -> None:
+    # A LogisticRegression version is estimated at a little over 256 KiB (registry/footprint.py):
+    # three fit in 1 MiB, six do not.
+    versions, want = _models(tmp_path, 6)
+    config = modelkit.bootstrap_file(tmp_path / "boot.yaml", {"m": {"versions": versions}})
+    server = live_server(config, env={"MLEMU_MAX_LOADED_MB": "1"})
+    session = requests.Session()
+    for _ in range(2):
+        for v, expected in want.items():
+            r = session.post(f"{server.url}/v1/{PREFIX}/{v}:predict", json={"instances": ROWS},
+                             timeout=60)
+            assert r.status_code == 200, r.text
+            assert r.json()["predictions"] == expected
+    metrics = session.get(f"{server.url}/metrics", timeout=60).text
+    assert _metric(metrics, "mlemu_model_evictions_total") >= 6
+    loaded = _metric(metrics, "mlemu_models_loaded_bytes")
+    assert 0 < loaded <= 1 << 20
+    assert _metric(metrics, "mlemu_models_loaded") == 3
+    log = server.output()
+    assert "MLEMU_MAX_LOADED_MB" in log and "Traceback" not in log
