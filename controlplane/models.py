@@ -77,9 +77,20 @@ def get_model(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def list_models(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,
                 page_size: int | None = None, page_token: str | None = None) -> dict[str, Any]:
     auth.authorize(emu, caller, "ml.models.list", parent)
-    items = [model_json(emu.store, m) for m in emu.store.list_models(parent)]
-    return listing.list_response(items, "models", FILTER_FIELDS, filter=filter,
-                                 page_size=page_size, page_token=page_token)
+    found = emu.store.list_models(parent)
+    if filter is not None and "defaultVersion" in filter:  # it may read the embedded version
+        return listing.list_response([model_json(emu.store, m) for m in found], "models",
+                                     FILTER_FIELDS, filter=filter, page_size=page_size,
+                                     page_token=page_token)
+    # Nothing else in a model's JSON depends on its default version, so the page is chosen on
+    # the models alone and only its models' default versions are read (one query each, not
+    # one per model of the project).
+    bare = listing.list_response([m.to_json() for m in found], "models", FILTER_FIELDS,
+                                 filter=filter, page_size=page_size, page_token=page_token)
+    if "models" in bare:
+        by_name = {m.name: m for m in found}
+        bare["models"] = [model_json(emu.store, by_name[item["name"]]) for item in bare["models"]]
+    return bare
 
 
 def patch_model(emu: Emulator, caller: Caller, name: str, body: Any,
