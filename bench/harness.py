@@ -27,11 +27,12 @@ class Plan:
     floor_repeats: int
     ab_rounds: int  # alternating runs of batched and unbatched mlemu (RandomForest, c=1)
     many_versions: int  # versions in the many-models scenario
+    mixed_versions: int = 1000  # versions of mixed frameworks under a memory cap (thousand.py)
 
     @classmethod
     def of(cls, quick: bool, smoke: bool = False) -> Plan:
         if smoke:  # proves the code runs: seconds per step, figures meaningless
-            return cls(2, 1, 1, 1, 1, 1, 1, 12)
+            return cls(2, 1, 1, 1, 1, 1, 1, 12, 16)
         return cls(2, 1, 1, 1, 3, 5, 3, 200) if quick else cls(6, 2, 3, 3, 15, 15, 10, 200)
 
 

@@ -88,6 +88,10 @@ def many_models(bench: Bench) -> dict[str, Any]:
     out["pss_per_extra_version_mib"] = (full["pss_mib"] - one["pss_mib"]) / max(1, n - 1)
     bench.log(f"many models: PSS per extra loaded version "
               f"{out['pss_per_extra_version_mib']:.2f} MiB")
+    # A thousand versions of mixed frameworks under a memory cap (bench/thousand.py).
+    from bench import thousand
+
+    out["thousand"] = thousand.run(bench)
     return out
 
 

@@ -127,7 +127,37 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
     extra = many.get("pss_per_extra_version_mib")
     if extra is not None:
         out.append(("many models: PSS per extra loaded version MiB", False, {"mlemu": extra}, None))
+    out += _thousand_rows(many.get("thousand", {}))
     return out
+
+
+def _thousand_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], float | None]]:
+    """The figures of the 1,000 mixed versions under a memory cap (bench/thousand.py)."""
+    rows = []
+    n = t.get("versions")
+    for layout, title in (("one", "1 version"), ("all", f"{n} mixed versions, all loaded"),
+                          ("capped", f"{n} mixed versions, MLEMU_MAX_LOADED_MB={t.get('cap_mib')}"),
+                          ("frameworks", "one version of each framework")):
+        for label, path, scale in (("ready s", ("ready_s",), 1.0),
+                                   ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
+                                   ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),
+                                   ("c=8 spread requests/s", ("load_c8", "rps"), 1.0),
+                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0)):
+            v = get(t, layout, *path)
+            if v is not None:
+                rows.append((f"thousand ({title}) {label}", "requests/s" in label,
+                             {"mlemu": v * scale}, None))
+    for kind in ("logreg", "forest", "xgb", "tf"):
+        for key in ("first_s", "reload_s"):
+            v = get(t, "reload", kind, key)
+            if v is not None:
+                rows.append((f"thousand: {kind} {key.split('_')[0]} load CPU ms", False,
+                             {"mlemu": v * 1e3}, None))
+    for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
+                         ("models.list p50 ms", t.get("models_list_p50_ms"))):
+        if value is not None:
+            rows.append((f"thousand: {label}", False, {"mlemu": value}, None))
+    return rows
 
 
 def _layout(many: dict[str, Any], layout: str) -> str:
@@ -231,7 +261,11 @@ This run: `{command}`.
   versions in one bootstrap file against one version: launch to ready, idle PSS, c=8 one-row
   latency with requests spread over every version in turn (the one- and the all-version server
   up side by side, taking turns: {plan['ab_rounds']} runs each, medians), and the same with
-  MLEMU_MAX_LOADED_VERSIONS at half the versions, alone (bench/many.py).
+  MLEMU_MAX_LOADED_VERSIONS at half the versions, alone (bench/many.py). Then
+  {results.get('many', {}).get('thousand', {}).get('versions', '-')} versions of mixed frameworks
+  (LogisticRegression, RandomForest, XGBoost, one TensorFlow) with MLEMU_MAX_LOADED_MB at half
+  their estimated memory against one version: ready, PSS, spread p50, models.list p50, and the
+  first load against the reload of an evicted version per framework (bench/thousand.py).
 - RandomForest c=1 with and without batching: both mlemu servers up, taking turns
   ({plan['ab_rounds']} alternating runs each; at c=1 the idle one takes no CPU); median p50s.
 - LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by

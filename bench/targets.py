@@ -108,6 +108,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
           get(many, "one", "load_c8", "p50_us"), "<=", 1.1, 1e-3)
     check("PSS per extra loaded LogisticRegression version MiB (absolute)",
           many.get("pss_per_extra_version_mib"), 1.0 if many else None, "<=", 2.0)
+    _thousand(many.get("thousand", {}), check)
     cold = ("cold_start_s",)
     check("cold start s (one sklearn model) vs best model server", mine(cold),
           peers(cold, False, MODEL_SERVERS), "<=", 0.5)
@@ -140,3 +141,24 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| {label} | {fmt(a)} | {fmt(b)} | {r:.2f}x | {op} {bound} | "
                      f"{'yes' if met else 'NO'} |")
     return "\n".join(lines) + "\n"
+
+
+def _thousand(t: dict[str, Any], check: Any) -> None:
+    """The 1,000 mixed versions under a memory cap (bench/thousand.py)."""
+    n = t.get("versions", 1000)
+    absolute = 1.0 if t else None
+    check(f"{n} mixed models under a memory cap: time to ready s vs one model",
+          get(t, "capped", "ready_s"), get(t, "one", "ready_s"), "<=", 3.0)
+    check(f"{n} mixed models: models' PSS per worker MiB vs MLEMU_MAX_LOADED_MB",
+          t.get("models_pss_per_worker_mib"), t.get("cap_mib"), "<=", 1.0)
+    for kind in ("logreg", "forest", "xgb", "tf"):
+        check(f"{n} mixed models: {kind} reload of an evicted version s vs its first load",
+              get(t, "reload", kind, "reload_s"), get(t, "reload", kind, "first_s"), "<=", 1.1)
+    check(f"{n} mixed models (all loaded): spread c=8 p50 ms vs one model",
+          get(t, "all", "load_c8", "p50_us"), get(t, "one", "load_c8", "p50_us"), "<=", 1.2,
+          1e-3)
+    check(f"{n} mixed models under the cap, every version in turn: spread c=8 p50 ms vs one",
+          get(t, "capped", "load_c8", "p50_us"), get(t, "one", "load_c8", "p50_us"), "info", 1.2,
+          1e-3)
+    check(f"{n} models: models.list p50 ms (absolute)", t.get("models_list_p50_ms"), absolute,
+          "<", 20.0)

@@ -1,0 +1,302 @@
+"""A thousand versions of mixed frameworks and sizes under a memory cap (part of the many-models
+phase), against the same server with one of them.
+
+The layout (bench/notes/thousand.md): N versions (1,000 in the full run), each its own model;
+every tenth from the fourth a RandomForest, every tenth from the eighth an XGBoost booster, the
+middle one the TensorFlow SavedModel, the rest LogisticRegression. Forests (10-80 trees, depth
+4-8) and boosters (10-80 rounds) come from a few trained templates copied into each version's
+directory, so sizes vary and every version is a model of its own on disk.
+
+Layouts: `one` (the first version), `all` (every version, no cap: all stay loaded), both up and
+taking turns for the spread c=8 p50 (every version in turn); `capped`, alone: every version with
+MLEMU_MAX_LOADED_MB at half the layout's estimated total (registry/footprint.py) and the count cap
+off, so the memory cap binds and the set does not fit. Of `capped`: time from launch to ready
+(/readyz and a correct answer from the last version, which loads on demand) against `one`; PSS
+once the background warm-up settled (estimated loaded bytes unchanged for 3 s) and after its
+spread load (every version in turn: the worst case for least-recently-used, every request
+reloads; shown, not judged); evictions; models.list p50 over its 1,000 models. Models' PSS per
+worker = (PSS after load - PSS of a server with one version of each framework after the same
+load) / workers: what the cap bounds, without the frameworks' code. And, in a separate process
+with each framework imported first, the first load against the reload after eviction of versions
+of each framework (CPU time).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import many, measure, models
+from bench.harness import Bench, median_run
+from bench.servers import ROOT, framework
+
+CAP_SHARE = 0.5
+#: Templates: forests (trees, depth) and boosters (rounds), trained once each.
+FORESTS = ((10, 4), (20, 6), (40, 8), (80, 8))
+BOOSTERS = (10, 20, 40, 80)
+#: Versions of each framework timed for first load and reload (fewer if the layout has fewer).
+SAMPLES = 3
+
+
+def kind_of(i: int, n: int, with_tf: bool) -> str:
+    if with_tf and i == n // 2:
+        return "tf"
+    return {3: "forest", 7: "xgb"}.get(i % 10, "logreg")
+
+
+def _templates(root: Path, with_tf: bool, base: Path) -> dict[str, list[Path]]:
+    import joblib
+    import xgboost as xgb
+    from sklearn.ensemble import RandomForestClassifier
+
+    x, y = models.training_data()
+    out: dict[str, list[Path]] = {"forest": [], "xgb": []}
+    for trees, depth in FORESTS:
+        d = root / f"forest-{trees}-{depth}"
+        if not (d / "model.joblib").exists():
+            d.mkdir(parents=True, exist_ok=True)
+            forest = RandomForestClassifier(n_estimators=trees, max_depth=depth, random_state=0)
+            joblib.dump(forest.fit(x, y), d / "model.joblib")
+        out["forest"].append(d)
+    for rounds in BOOSTERS:
+        d = root / f"xgb-{rounds}"
+        if not (d / "model.bst").exists():
+            d.mkdir(parents=True, exist_ok=True)
+            booster = xgb.train({"objective": "binary:logistic", "max_depth": 6, "nthread": 2},
+                                xgb.DMatrix(x, label=y), num_boost_round=rounds)
+            booster.save_model(str(d / "model.json"))
+            (d / "model.json").rename(d / "model.bst")
+        out["xgb"].append(d)
+    out["logreg"] = list(many.build(root / "logreg", 40).values())
+    if with_tf:
+        out["tf"] = [models.build(base, with_tf=True)["tf"]]  # the load phase's, usually built
+    return out
+
+
+def build(root: Path, n: int, base: Path) -> tuple[dict[str, Path], dict[str, str],
+                                                  dict[str, Path]]:
+    """(name -> version directory, name -> kind, name -> the template it copies); `base` holds
+    bench/models.py's models (the TensorFlow one is taken from there)."""
+    with_tf = importlib.util.find_spec("tensorflow") is not None
+    templates = _templates(root / "templates", with_tf, base)
+    dirs, kinds, sources = {}, {}, {}
+    for i in range(n):
+        name, kind = f"m{i:04d}", kind_of(i, n, with_tf)
+        pool = templates[kind]
+        source = pool[(i // 10) % len(pool)]
+        d = root / "versions" / name
+        if not d.exists():
+            shutil.copytree(source, d)
+        dirs[name], kinds[name], sources[name] = d, kind, source
+    return dirs, kinds, sources
+
+
+def run(bench: Bench) -> dict[str, Any]:
+    n = bench.plan.mixed_versions
+    dirs, kinds, sources = build(bench.out / "models" / "thousand", n, bench.out / "models")
+    row = bench.rows[0]
+    refs: dict[Path, list[Any]] = {}
+    for source, kind in {s: kinds[k] for k, s in sources.items()}.items():
+        refs[source] = (models.tf_reference(source, [row]) if kind == "tf"
+                        else models.reference(source, kind)([row]))
+    want = {name: refs[sources[name]] for name in dirs}
+    from registry import footprint
+
+    total = sum(footprint.estimate(str(d), framework(d)) for d in dirs.values())
+    cap_mib = max(1, int(total * CAP_SHARE / 2**20))
+    counts = {k: list(kinds.values()).count(k) for k in sorted(set(kinds.values()))}
+    out: dict[str, Any] = {"versions": n, "kinds": counts, "cap_mib": cap_mib,
+                           "estimated_total_mib": total / 2**20}
+    bench.log(f"thousand: {n} versions {counts}, estimated {total / 2**20:.0f} MiB, "
+              f"MLEMU_MAX_LOADED_MB={cap_mib}")
+    first = next(iter(dirs))
+    # one and all (no cap: every version stays loaded), both up, taking turns: the spread p50.
+    pair = [_Settled(bench, "thousand-one", {first: dirs[first]}, {}, row, want),
+            _Settled(bench, "thousand-all", dirs, {"MLEMU_MAX_LOADED_VERSIONS": "0"}, row, want)]
+    try:
+        for layout in pair:
+            layout.start()
+        for layout in pair:
+            layout.warm()
+        runs: dict[str, list[dict[str, Any]]] = {layout.name: [] for layout in pair}
+        for i in range(bench.plan.ab_rounds):
+            for layout in pair[i % 2:] + pair[:i % 2]:
+                runs[layout.name].append(layout.load(max(1.0, bench.plan.seconds / 2)))
+        out["one"] = pair[0].finish(median_run(runs[pair[0].name]))
+        out["all"] = pair[1].finish(median_run(runs[pair[1].name]))
+    finally:
+        for layout in pair:
+            layout.stop()
+    # capped: the set does not fit; alone. Its spread, every version in turn, is the worst case
+    # for least-recently-used (every request reloads), shown, not judged.
+    env = {"MLEMU_MAX_LOADED_MB": str(cap_mib), "MLEMU_MAX_LOADED_VERSIONS": "0"}
+    capped = _Settled(bench, "thousand-capped", dirs, env, row, want)
+    try:
+        capped.start()
+        capped.result["loaded_mib_idle"] = capped.metric("mlemu_models_loaded_bytes") / 2**20
+        capped.warm()
+        out["capped"] = capped.finish(capped.load(bench.plan.seconds))
+        out["capped"]["loaded_mib"] = capped.metric("mlemu_models_loaded_bytes") / 2**20
+        out["capped"]["evictions"] = capped.metric("mlemu_model_evictions_total")
+        out["models_list_p50_ms"] = _list_p50(capped.server.port, 100, min(n, 20))
+    finally:
+        capped.stop()
+    out["frameworks"] = _baseline(bench, dirs, kinds, row, want)
+    workers = _workers()
+    out["workers"] = workers
+    out["models_pss_per_worker_mib"] = (out["capped"]["memory_after_load"]["pss_mib"]
+                                        - out["frameworks"]["memory_after_load"]["pss_mib"]) / workers
+    out["reload"] = _reloads(dirs, kinds, cap_mib)
+    bench.log(f"thousand: models' PSS per worker {out['models_pss_per_worker_mib']:.0f} MiB "
+              f"(cap {cap_mib}), models.list p50 {out['models_list_p50_ms']:.2f} ms, "
+              f"reload/first {json.dumps(out['reload'])}")
+    return out
+
+
+def _workers() -> int:
+    """The gunicorn workers mlemu's defaults choose on this machine (each loads its own copies)."""
+    from core.settings import Settings
+
+    return Settings.from_env({}).worker_layout()[0]
+
+
+def _baseline(bench: Bench, dirs: dict[str, Path], kinds: dict[str, str], row: list[float],
+              want: dict[str, list[Any]]) -> dict[str, Any]:
+    """A server with the first version of each framework, after the same kind of spread load:
+    the frameworks' code and the server, without the other versions."""
+    one_each = {}
+    for name, kind in kinds.items():
+        one_each.setdefault(kind, name)
+    chosen = {name: dirs[name] for name in one_each.values()}
+    layout = _Settled(bench, "thousand-frameworks", chosen, {}, row, want)
+    try:
+        layout.start()
+        layout.warm()
+        return layout.finish(layout.load(max(1.0, bench.plan.seconds / 2)))
+    finally:
+        layout.stop()
+
+
+def _list_p50(port: int, count: int, page: int) -> float:
+    import http.client
+
+    times = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        for _ in range(count):
+            start = time.perf_counter()
+            conn.request("GET", "/v1/projects/bench/models")
+            response = conn.getresponse()
+            body = response.read()
+            times.append(time.perf_counter() - start)
+            if response.status != 200 or len(json.loads(body)["models"]) != page:
+                raise measure.CheckFailed(f"models.list answered {response.status}")
+    finally:
+        conn.close()
+    return statistics.median(times) * 1e3
+
+
+class _Settled(many._Layout):
+    """A layout whose idle PSS is taken once the background warm-up has settled (the estimated
+    loaded bytes unchanged for 3 s), not 2 s after ready."""
+
+    def start(self) -> None:
+        def ready() -> bool:
+            return measure.get_status(f"http://127.0.0.1:{self.server.port}/readyz") == 200 \
+                and self.answers(self.names[-1])
+
+        self.proc = self.server.start(self.dirs, self.work / "server.log")
+        self.result["ready_s"] = measure.wait_ready(ready, self.proc, 600)
+        started, last, same = time.perf_counter(), -1.0, 0
+        while same < 3 and time.perf_counter() - started < 600:
+            time.sleep(1)
+            now = self.metric("mlemu_models_loaded_bytes")
+            same = same + 1 if now == last else 0
+            last = now
+        self.result["settle_s"] = time.perf_counter() - started
+        self.result["memory_idle"] = measure.memory(self.proc.pid)
+        many._check_every(self.names, self.answers, f"many/{self.name} before the load")
+        (self.work / "paths.txt").write_text(
+            "".join(f"/v1/projects/bench/models/{name}:predict\n" for name in self.names))
+        self.body_file.write_bytes(self.body)
+
+    def metric(self, name: str) -> float:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.server.port}/metrics",
+                                    timeout=60) as r:
+            text = r.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith((name + "{", name + " ")))
+
+
+def _reloads(dirs: dict[str, Path], kinds: dict[str, str], cap_mib: int) -> dict[str, Any]:
+    """First load and reload after eviction, per framework, in a fresh process (CPU time)."""
+    spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds, "cap_mib": cap_mib}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    done = subprocess.run([sys.executable, "-m", "bench.thousand", f.name], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800, check=True)
+    Path(f.name).unlink()
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _reload_main(spec_file: str) -> None:
+    """In this process: import every framework by loading one version of each, then for up to
+    SAMPLES other versions of each framework time the first load, push it out under the cap by
+    loading others, and time its reload."""
+    from registry.deployments import Deployments
+    from registry.resources import Version
+
+    spec = json.loads(Path(spec_file).read_text())
+    dirs, kinds = spec["dirs"], spec["kinds"]
+
+    def version(name: str) -> Version:
+        return Version(name=f"projects/bench/models/{name}/versions/v1", deployment_uri=dirs[name],
+                       framework=framework(Path(dirs[name])), state="READY", uid="u1")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Deployments(Path(tmp), max_bytes=spec["cap_mib"] << 20)
+        by_kind: dict[str, list[str]] = {}
+        for name, kind in kinds.items():
+            by_kind.setdefault(kind, []).append(name)
+        for kind, names in by_kind.items():  # frameworks imported: neither timing pays for it
+            copy = Path(tmp) / f"import-{kind}"
+            shutil.copytree(dirs[names[0]], copy)
+            d.get(Version(name=f"projects/bench/models/import-{kind}/versions/v1",
+                          deployment_uri=str(copy), framework=framework(copy), state="READY",
+                          uid="u1"))
+        picks = {kind: names[:SAMPLES] for kind, names in by_kind.items()}
+        fillers = [n for n in kinds if all(n not in p for p in picks.values())]
+        out: dict[str, Any] = {}
+        for kind, picked in sorted(picks.items()):
+            first, again = [], []
+            for name in picked:
+                v = version(name)
+                first.append(_cpu(lambda v=v: d.get(v)))  # type: ignore[misc]
+                for filler in fillers:
+                    if not d.is_loaded(v):
+                        break
+                    d.get(version(filler))
+                again.append(_cpu(lambda v=v: d.get(v)))  # type: ignore[misc]
+            out[kind] = {"first_s": statistics.median(first), "reload_s": statistics.median(again),
+                         "samples": len(picked)}
+    print(json.dumps(out))
+
+
+def _cpu(fn: Any) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+if __name__ == "__main__":
+    _reload_main(sys.argv[1])
