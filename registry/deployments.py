@@ -78,6 +78,8 @@ class Deployments:
         #: Version name -> estimate recorded by load_version (taken by _measured_size under the
         #: version's load lock).
         self._sizes: dict[str, int] = {}
+        #: Predictors unloaded since the last `trim` (counted under the guard).
+        self._unloaded_since_trim = 0
         self._entries: dict[str, _Entry] = {}
         #: Version name -> uid of versions the cap unloaded after they loaded fine (they serve:
         #: the next request reloads them).
@@ -162,6 +164,7 @@ class Deployments:
                 if self._entries.get(name) is entry:
                     del self._entries[name]
                     self._unloaded[name] = entry.uid
+                    self._unloaded_since_trim += 1
                     self._unloaded_metric(name, entry.size)
                     if self.instruments is not None:
                         self.instruments.version(name).evictions.inc()
@@ -169,6 +172,16 @@ class Deployments:
         for name in names:
             log.info("unloaded %s: least recently used of more than %s; it reloads on its next "
                      "request", name, self._caps())
+
+    def trim(self, release: Callable[[], object] = footprint.release_freed_memory) -> bool:
+        """After the caps unloaded predictors, give the memory they freed back to the system
+        (called from the emulator's periodic tick, not per eviction: a trim walks the heap).
+        Whether it released."""
+        with self._guard:
+            due, self._unloaded_since_trim = self._unloaded_since_trim > 0, 0
+        if due:
+            release()
+        return due
 
     def _caps(self) -> str:
         caps = []

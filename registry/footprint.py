@@ -86,3 +86,17 @@ def evictions(others: Iterable[tuple[int, str, int]], kept_bytes: int, max_count
 def has_room(count: int, total: int, max_count: int, max_bytes: int) -> bool:
     """Whether another version may be loaded without unloading one (warm-up stops when not)."""
     return (max_count <= 0 or count < max_count) and (max_bytes <= 0 or total < max_bytes)
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory freed by unloaded models back to the system (glibc's malloc_trim), so
+    the process's resident memory follows what stays loaded rather than its high-water mark.
+    False where the C library has no malloc_trim (not glibc)."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True

@@ -141,3 +141,15 @@ def test_the_default_loader_sizes_a_version_from_its_files(tmp_path: Path) -> No
     d = Deployments(tmp_path / "pkgs")
     d.get(v)
     assert d.loaded_bytes() == footprint.estimate(str(tmp_path / "m"), "SCIKIT_LEARN")
+
+
+def test_memory_is_trimmed_once_after_evictions_and_not_otherwise(tmp_path: Path) -> None:
+    d, _ = sized(tmp_path, {"a": 6 * MB, "b": 6 * MB}, 10 * MB)
+    calls: list[int] = []
+    d.get(version("a"))
+    assert not d.trim(lambda: calls.append(1))  # nothing unloaded yet
+    d.get(version("b"))  # a goes
+    assert d.trim(lambda: calls.append(1))
+    assert not d.trim(lambda: calls.append(1))  # only once per round of evictions
+    assert calls == [1]
+    assert footprint.release_freed_memory()  # glibc: the real call runs
