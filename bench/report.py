@@ -151,7 +151,8 @@ def _thousand_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float],
         for key in ("first_s", "reload_s"):
             v = get(t, "reload", kind, key)
             if v is not None:
-                rows.append((f"thousand: {kind} {key.split('_')[0]} load CPU ms", False,
+                what = "first load" if key == "first_s" else "reload after eviction"
+                rows.append((f"thousand: {kind} {what} CPU ms", False,
                              {"mlemu": v * 1e3}, None))
     for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
                          ("models.list p50 ms", t.get("models_list_p50_ms"))):
