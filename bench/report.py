@@ -137,7 +137,7 @@ def _thousand_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float],
     n = t.get("versions")
     for layout, title in (("one", "1 version"), ("all", f"{n} mixed versions, all loaded"),
                           ("capped", f"{n} mixed versions, MLEMU_MAX_LOADED_MB={t.get('cap_mib')}"),
-                          ("frameworks", "one version of each framework")):
+                          ("frameworks", "one version per framework, the same mix")):
         for label, path, scale in (("ready s", ("ready_s",), 1.0),
                                    ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
                                    ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),

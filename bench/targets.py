@@ -154,11 +154,12 @@ def _thousand(t: dict[str, Any], check: Any) -> None:
     for kind in ("logreg", "forest", "xgb", "tf"):
         check(f"{n} mixed models: {kind} reload of an evicted version s vs its first load",
               get(t, "reload", kind, "reload_s"), get(t, "reload", kind, "first_s"), "<=", 1.1)
-    check(f"{n} mixed models (all loaded): spread c=8 p50 ms vs one model",
-          get(t, "all", "load_c8", "p50_us"), get(t, "one", "load_c8", "p50_us"), "<=", 1.2,
-          1e-3)
-    check(f"{n} mixed models under the cap, every version in turn: spread c=8 p50 ms vs one",
-          get(t, "capped", "load_c8", "p50_us"), get(t, "one", "load_c8", "p50_us"), "info", 1.2,
-          1e-3)
+    # Against one version per framework sent the same sequence of frameworks: a forest's call
+    # costs many LogisticRegression calls, so one LogisticRegression would judge the mix.
+    same_mix = get(t, "frameworks", "load_c8", "p50_us")
+    check(f"{n} mixed models (all loaded): spread c=8 p50 ms vs one model per framework",
+          get(t, "all", "load_c8", "p50_us"), same_mix, "<=", 1.2, 1e-3)
+    check(f"{n} mixed models under the cap, every version in turn: spread c=8 p50 ms vs the same",
+          get(t, "capped", "load_c8", "p50_us"), same_mix, "info", 1.2, 1e-3)
     check(f"{n} models: models.list p50 ms (absolute)", t.get("models_list_p50_ms"), absolute,
           "<", 20.0)

@@ -7,18 +7,20 @@ middle one the TensorFlow SavedModel, the rest LogisticRegression. Forests (10-8
 4-8) and boosters (10-80 rounds) come from a few trained templates copied into each version's
 directory, so sizes vary and every version is a model of its own on disk.
 
-Layouts: `one` (the first version), `all` (every version, no cap: all stay loaded), both up and
-taking turns for the spread c=8 p50 (every version in turn); `capped`, alone: every version with
-MLEMU_MAX_LOADED_MB at half the layout's estimated total (registry/footprint.py) and the count cap
-off, so the memory cap binds and the set does not fit. Of `capped`: time from launch to ready
-(/readyz and a correct answer from the last version, which loads on demand) against `one`; PSS
-once the background warm-up settled (estimated loaded bytes unchanged for 3 s) and after its
-spread load (every version in turn: the worst case for least-recently-used, every request
-reloads; shown, not judged); evictions; models.list p50 over its 1,000 models. Models' PSS per
-worker = (PSS after load - PSS of a server with one version of each framework after the same
-load) / workers: what the cap bounds, without the frameworks' code. And, in a separate process
-with each framework imported first, the first load against the reload after eviction of versions
-of each framework (CPU time).
+Layouts: `one` (the first version): its time to ready and idle PSS. `frameworks` (the first
+version of each framework) and `all` (every version, no cap: all stay loaded), both up and taking
+turns, sent the same sequence of frameworks (`all` every version in turn; `frameworks` the
+version of the same framework in its place): the spread c=8 p50 of many versions against few,
+with the same model work. `capped`, alone: every version with MLEMU_MAX_LOADED_MB at half the
+layout's estimated total (registry/footprint.py) and the count cap off, so the memory cap binds
+and the set does not fit. Of `capped`: time from launch to ready (/readyz and a correct answer
+from the last version, which loads on demand) against `one`; PSS once the background warm-up
+settled (estimated loaded bytes unchanged for 3 s) and after its spread load (every version in
+turn: the worst case for least-recently-used, every request reloads; shown, not judged);
+evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of `capped` after
+its load - PSS of `frameworks` after its load) / workers: what the cap bounds, without the
+frameworks' code. And, in a separate process with each framework imported first, the first load
+against the reload after eviction of versions of each framework (CPU time).
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ CAP_SHARE = 0.5
 #: Templates: forests (trees, depth) and boosters (rounds), trained once each.
 FORESTS = ((10, 4), (20, 6), (40, 8), (80, 8))
 BOOSTERS = (10, 20, 40, 80)
-#: Versions of each framework timed for first load and reload (fewer if the layout has fewer).
-SAMPLES = 3
 
 
 def kind_of(i: int, n: int, with_tf: bool) -> str:
@@ -118,8 +118,21 @@ def run(bench: Bench) -> dict[str, Any]:
     bench.log(f"thousand: {n} versions {counts}, estimated {total / 2**20:.0f} MiB, "
               f"MLEMU_MAX_LOADED_MB={cap_mib}")
     first = next(iter(dirs))
-    # one and all (no cap: every version stays loaded), both up, taking turns: the spread p50.
-    pair = [_Settled(bench, "thousand-one", {first: dirs[first]}, {}, row, want),
+    one = _Settled(bench, "thousand-one", {first: dirs[first]}, {}, row, want)
+    try:  # the one-model server's time to ready and idle memory
+        one.start()
+        out["one"] = dict(one.result)
+    finally:
+        one.stop()
+    # The spread p50: `all` (every version, no cap: all stay loaded) against `frameworks` (one
+    # version of each framework) sent the same sequence of frameworks, so the two differ only in
+    # how many versions serve it; both up, taking turns.
+    one_each: dict[str, str] = {}
+    for name, kind in kinds.items():
+        one_each.setdefault(kind, name)
+    same_kinds = [one_each[kinds[name]] for name in dirs]
+    pair = [_Settled(bench, "thousand-frameworks", {k: dirs[k] for k in one_each.values()}, {},
+                     row, want, same_kinds),
             _Settled(bench, "thousand-all", dirs, {"MLEMU_MAX_LOADED_VERSIONS": "0"}, row, want)]
     try:
         for layout in pair:
@@ -130,7 +143,7 @@ def run(bench: Bench) -> dict[str, Any]:
         for i in range(bench.plan.ab_rounds):
             for layout in pair[i % 2:] + pair[:i % 2]:
                 runs[layout.name].append(layout.load(max(1.0, bench.plan.seconds / 2)))
-        out["one"] = pair[0].finish(median_run(runs[pair[0].name]))
+        out["frameworks"] = pair[0].finish(median_run(runs[pair[0].name]))
         out["all"] = pair[1].finish(median_run(runs[pair[1].name]))
     finally:
         for layout in pair:
@@ -149,7 +162,6 @@ def run(bench: Bench) -> dict[str, Any]:
         out["models_list_p50_ms"] = _list_p50(capped.server.port, 100, min(n, 20))
     finally:
         capped.stop()
-    out["frameworks"] = _baseline(bench, dirs, kinds, row, want)
     workers = _workers()
     out["workers"] = workers
     out["models_pss_per_worker_mib"] = (out["capped"]["memory_after_load"]["pss_mib"]
@@ -166,23 +178,6 @@ def _workers() -> int:
     from core.settings import Settings
 
     return Settings.from_env({}).worker_layout()[0]
-
-
-def _baseline(bench: Bench, dirs: dict[str, Path], kinds: dict[str, str], row: list[float],
-              want: dict[str, list[Any]]) -> dict[str, Any]:
-    """A server with the first version of each framework, after the same kind of spread load:
-    the frameworks' code and the server, without the other versions."""
-    one_each = {}
-    for name, kind in kinds.items():
-        one_each.setdefault(kind, name)
-    chosen = {name: dirs[name] for name in one_each.values()}
-    layout = _Settled(bench, "thousand-frameworks", chosen, {}, row, want)
-    try:
-        layout.start()
-        layout.warm()
-        return layout.finish(layout.load(max(1.0, bench.plan.seconds / 2)))
-    finally:
-        layout.stop()
 
 
 def _list_p50(port: int, count: int, page: int) -> float:
@@ -206,7 +201,14 @@ def _list_p50(port: int, count: int, page: int) -> float:
 
 class _Settled(many._Layout):
     """A layout whose idle PSS is taken once the background warm-up has settled (the estimated
-    loaded bytes unchanged for 3 s), not 2 s after ready."""
+    loaded bytes unchanged for 3 s), not 2 s after ready; its spread load goes over `sequence`
+    (version names, repeats allowed; default: every version once) in turn."""
+
+    def __init__(self, bench: Bench, name: str, dirs: dict[str, Path], env: dict[str, str],
+                 row: list[float], want: dict[str, list[Any]],
+                 sequence: list[str] | None = None) -> None:
+        super().__init__(bench, name, dirs, env, row, want)
+        self.sequence = sequence or self.names
 
     def start(self) -> None:
         def ready() -> bool:
@@ -225,7 +227,7 @@ class _Settled(many._Layout):
         self.result["memory_idle"] = measure.memory(self.proc.pid)
         many._check_every(self.names, self.answers, f"many/{self.name} before the load")
         (self.work / "paths.txt").write_text(
-            "".join(f"/v1/projects/bench/models/{name}:predict\n" for name in self.names))
+            "".join(f"/v1/projects/bench/models/{name}:predict\n" for name in self.sequence))
         self.body_file.write_bytes(self.body)
 
     def metric(self, name: str) -> float:
@@ -243,60 +245,7 @@ def _reloads(dirs: dict[str, Path], kinds: dict[str, str], cap_mib: int) -> dict
     spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds, "cap_mib": cap_mib}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
-    done = subprocess.run([sys.executable, "-m", "bench.thousand", f.name], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "bench.reloads", f.name], cwd=ROOT,
                           capture_output=True, text=True, timeout=1800, check=True)
     Path(f.name).unlink()
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _reload_main(spec_file: str) -> None:
-    """In this process: import every framework by loading one version of each, then for up to
-    SAMPLES other versions of each framework time the first load, push it out under the cap by
-    loading others, and time its reload."""
-    from registry.deployments import Deployments
-    from registry.resources import Version
-
-    spec = json.loads(Path(spec_file).read_text())
-    dirs, kinds = spec["dirs"], spec["kinds"]
-
-    def version(name: str) -> Version:
-        return Version(name=f"projects/bench/models/{name}/versions/v1", deployment_uri=dirs[name],
-                       framework=framework(Path(dirs[name])), state="READY", uid="u1")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Deployments(Path(tmp), max_bytes=spec["cap_mib"] << 20)
-        by_kind: dict[str, list[str]] = {}
-        for name, kind in kinds.items():
-            by_kind.setdefault(kind, []).append(name)
-        for kind, names in by_kind.items():  # frameworks imported: neither timing pays for it
-            copy = Path(tmp) / f"import-{kind}"
-            shutil.copytree(dirs[names[0]], copy)
-            d.get(Version(name=f"projects/bench/models/import-{kind}/versions/v1",
-                          deployment_uri=str(copy), framework=framework(copy), state="READY",
-                          uid="u1"))
-        picks = {kind: names[:SAMPLES] for kind, names in by_kind.items()}
-        fillers = [n for n in kinds if all(n not in p for p in picks.values())]
-        out: dict[str, Any] = {}
-        for kind, picked in sorted(picks.items()):
-            first, again = [], []
-            for name in picked:
-                v = version(name)
-                first.append(_cpu(lambda v=v: d.get(v)))  # type: ignore[misc]
-                for filler in fillers:
-                    if not d.is_loaded(v):
-                        break
-                    d.get(version(filler))
-                again.append(_cpu(lambda v=v: d.get(v)))  # type: ignore[misc]
-            out[kind] = {"first_s": statistics.median(first), "reload_s": statistics.median(again),
-                         "samples": len(picked)}
-    print(json.dumps(out))
-
-
-def _cpu(fn: Any) -> float:
-    start = time.process_time()
-    fn()
-    return time.process_time() - start
-
-
-if __name__ == "__main__":
-    _reload_main(sys.argv[1])

@@ -86,11 +86,15 @@ class Emulator:
         would have done, so it reports why it does not serve.
         """
         waits_for = max(0, self.settings.ready_versions)
+        evicted = self.deployments.evicted
         try:
             for index, name in enumerate(self.bootstrap_versions):
                 if index == waits_for:
                     self._ready()
-                if index >= waits_for and not self.deployments.has_room():
+                    evicted = self.deployments.evicted
+                # Full: no room left, or a load since readiness had to unload another.
+                full = not self.deployments.has_room() or self.deployments.evicted != evicted
+                if index >= waits_for and full:
                     log.info("warm-up stopped after %d of %d bootstrap versions: the caps on "
                              "loaded versions are full; the others load on demand",
                              index, len(self.bootstrap_versions))

@@ -80,6 +80,8 @@ class Deployments:
         self._sizes: dict[str, int] = {}
         #: Predictors unloaded since the last `trim` (counted under the guard).
         self._unloaded_since_trim = 0
+        #: Predictors the caps unloaded since this process started (warm-up stops at the first).
+        self.evicted = 0
         self._entries: dict[str, _Entry] = {}
         #: Version name -> uid of versions the cap unloaded after they loaded fine (they serve:
         #: the next request reloads them).
@@ -165,6 +167,7 @@ class Deployments:
                     del self._entries[name]
                     self._unloaded[name] = entry.uid
                     self._unloaded_since_trim += 1
+                    self.evicted += 1
                     self._unloaded_metric(name, entry.size)
                     if self.instruments is not None:
                         self.instruments.version(name).evictions.inc()

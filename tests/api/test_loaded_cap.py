@@ -108,3 +108,16 @@ def test_live_server_under_a_memory_cap_serves_more_than_fit(live_server: Any,
     assert _metric(metrics, "mlemu_models_loaded") == 3
     log = server.output()
     assert "MLEMU_MAX_LOADED_MB" in log and "Traceback" not in log
+
+
+def test_warm_up_past_readiness_stops_at_its_first_eviction_under_a_memory_cap(
+        make_app: Any, tmp_path: Path) -> None:
+    versions, _ = _models(tmp_path, 6)
+    config = modelkit.bootstrap_file(tmp_path / "boot.yaml", {"m": {"versions": versions}})
+    # Each LogisticRegression version is a little over 256 KiB (registry/footprint.py): after
+    # v3 loads, one must go and warm-up stops there (the rest load on demand).
+    client = make_app(config, max_loaded_versions=0, max_loaded_mb=1, ready_versions=1)
+    client.emu.warm_up()
+    deployments = client.emu.deployments
+    assert deployments.evicted == 1
+    assert sorted(deployments.loaded()) == [f"{PREFIX}/v1", f"{PREFIX}/v2", f"{PREFIX}/v3"]
