@@ -77,19 +77,24 @@ def get_model(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def list_models(emu: Emulator, caller: Caller, parent: str, *, filter: str | None = None,
                 page_size: int | None = None, page_token: str | None = None) -> dict[str, Any]:
     auth.authorize(emu, caller, "ml.models.list", parent)
-    found = emu.store.list_models(parent)
     if filter is not None and "defaultVersion" in filter:  # it may read the embedded version
-        return listing.list_response([model_json(emu.store, m) for m in found], "models",
+        return listing.list_response([model_json(emu.store, m)
+                                      for m in emu.store.list_models(parent)], "models",
                                      FILTER_FIELDS, filter=filter, page_size=page_size,
                                      page_token=page_token)
     # Nothing else in a model's JSON depends on its default version, so the page is chosen on
-    # the models alone and only its models' default versions are read (one query each, not
-    # one per model of the project).
-    bare = listing.list_response([m.to_json() for m in found], "models", FILTER_FIELDS,
-                                 filter=filter, page_size=page_size, page_token=page_token)
+    # the models alone and only its models are built and have their default version read;
+    # without a filter, on their names alone (no document of another page is read).
+    store = emu.store
+    if filter:
+        docs = [m.to_json() for m in store.list_models(parent)]
+    else:
+        docs = [{"name": name} for name in store.child_names("models", parent)]
+    bare = listing.list_response(docs, "models", FILTER_FIELDS, filter=filter,
+                                 page_size=page_size, page_token=page_token)
     if "models" in bare:
-        by_name = {m.name: m for m in found}
-        bare["models"] = [model_json(emu.store, by_name[item["name"]]) for item in bare["models"]]
+        found = [store.get_model(item["name"]) for item in bare["models"]]
+        bare["models"] = [model_json(store, m) for m in found if m is not None]
     return bare
 
 

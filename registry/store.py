@@ -144,6 +144,13 @@ class SqliteStore(Store):
             ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def child_names(self, kind: str, parent: str) -> list[str]:
+        self._check(kind)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT name FROM {kind} WHERE parent = ? ORDER BY name", (parent,)).fetchall()
+        return [r[0] for r in rows]
+
     def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
         self._check(kind)
         with self._conn() as conn:

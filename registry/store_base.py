@@ -49,6 +49,11 @@ class Store(abc.ABC):
     def children(self, kind: str, parent: str) -> list[dict[str, Any]]:
         """Documents of `kind` whose parent is `parent`, ordered by name."""
 
+    def child_names(self, kind: str, parent: str) -> list[str]:
+        """Names of `children` (ordered by name) without reading their documents: what a list
+        page is chosen by before only its documents are read."""
+        return [d["name"] for d in self.children(kind, parent)]
+
     @abc.abstractmethod
     def every(self, kind: str) -> list[dict[str, Any]]:
         """Every document of `kind`, whatever its parent (all projects), ordered by name."""

@@ -185,6 +185,12 @@ class PostgresStore(Store):
             f"SELECT body FROM mlemu_{kind} WHERE parent = %s ORDER BY name", (parent,))
         return [json.loads(r[0]) for r in rows]
 
+    def child_names(self, kind: str, parent: str) -> list[str]:
+        self._check(kind)
+        rows = self._execute(
+            f"SELECT name FROM mlemu_{kind} WHERE parent = %s ORDER BY name", (parent,))
+        return [r[0] for r in rows]
+
     def rows(self, kind: str, prefix: str = "") -> list[tuple[str, str, dict[str, Any]]]:
         self._check(kind)
         found = self._execute(

@@ -47,6 +47,9 @@ def test_documents_behave_as_in_sqlite(db_url: str, tmp_path: Path) -> None:
         store.put("models", "projects/p/models/b", "projects/p", {"name": "b", "v": 2, "a": 1})
     assert pg.children("models", "projects/p") == lite.children("models", "projects/p")
     assert [d["name"] for d in pg.children("models", "projects/p")] == ["A-1", "B", "a", "a_z", "b", "ä"]
+    names = pg.child_names("models", "projects/p")  # the page chooser of models.list
+    assert names == lite.child_names("models", "projects/p")
+    assert [n.rsplit("/", 1)[1] for n in names] == ["A-1", "B", "a", "a_z", "b", "ä"]
     body = pg.get("models", "projects/p/models/b")
     assert body == {"name": "b", "v": 2, "a": 1} and list(body) == ["name", "v", "a"]  # order kept
     assert pg.get("models", "projects/p/models/none") is None
