@@ -142,7 +142,8 @@ def _thousand_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float],
                                    ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
                                    ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),
                                    ("c=8 spread requests/s", ("load_c8", "rps"), 1.0),
-                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0)):
+                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0),
+                                   ("PSS 5 s after load MiB", ("memory_settled", "pss_mib"), 1.0)):
             v = get(t, layout, *path)
             if v is not None:
                 rows.append((f"thousand ({title}) {label}", "requests/s" in label,
