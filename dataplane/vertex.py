@@ -53,7 +53,7 @@ def resolve(emu: Emulator, caller: Caller, endpoint: str, permission: str,
     # Fault and latency rules (controls/), as dataplane.resolve applies them to the others.
     emu.controls.check(project, model, target.deployed_model_id,
                        endpoint=endpoint.rsplit("/", 1)[-1],
-                       deployed_model=target.deployed_model_id)
+                       deployed_model=target.deployed_model_id, api="vertex")
     return target, emu.deployments.get(target.version)
 
 
