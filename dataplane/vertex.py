@@ -19,7 +19,7 @@ import dataplane
 import explainers
 from core.errors import FailedPrecondition, NotFound
 from core.payloads import Caller, PredictRequest, PredictResponse
-from explainers import vertex_spec
+from explainers import vertex_parameters, vertex_spec
 from observability import context
 from predictors.base import Predictor
 from registry import vertex_serving
@@ -69,10 +69,9 @@ def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
             deployed_model_id: str | None = None, override: dict[str, Any] | None = None,
             ) -> tuple[Target, Any, list[dict[str, Any]]]:
     """Predictions and their explanations (explainers/), with the deployed model's
-    explanationSpec (or its model's), `override`'s fields taking precedence."""
+    explanationSpec (or its model's), `override` applied (explainers/vertex_parameters.py)."""
     target, predictor = resolve(emu, caller, endpoint, EXPLAIN, deployed_model_id)
-    spec = dict(target.explanation_spec or {})
-    spec.update({k: v for k, v in (override or {}).items() if v})
+    spec = vertex_parameters.apply_override(dict(target.explanation_spec or {}), override)
     if not spec or target.explanations_disabled:
         raise FailedPrecondition(
             f"Deployed model {target.deployed_model_id} of endpoint `{endpoint}` does not support "
@@ -80,7 +79,7 @@ def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
     instances = list(req.instances) if isinstance(req.instances, list) else req.instances.rows()
     result = dataplane.predict_resolved(emu, target.version, predictor, PredictRequest(instances),
                                         stored=False)
-    explained = explainers.explain(predictor, vertex_spec.to_config(spec), None, instances,
+    explained = explainers.explain(predictor, vertex_spec.to_method(spec), None, instances,
                                    req.parameters if not predictor.framework else {},
                                    meta=vertex_spec.to_metadata(spec))
     return target, result.predictions, [vertex_spec.to_explanation(e) for e in explained]
