@@ -13,6 +13,7 @@ import threading
 import auth
 from controlplane import job_work, operation_work
 from controlplane.vertex import batch_work as vertex_batch_work
+from controlplane.vertex import deferred_work as vertex_deferred_work
 from controls import Controls
 from core.errors import Unavailable
 from core.settings import Settings
@@ -95,6 +96,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     vertex_batch_work.register(emu.tasks)  # Vertex AI's batch prediction jobs, likewise
+    vertex_deferred_work.register(emu.tasks)  # upload and deploy, when a timing rule holds them
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

@@ -2,7 +2,8 @@
 unmodified: the journal names `models.upload`, `endpoints.create`, `endpoints.deployModel` and the
 operation polls; a rule on `endpoints.deployModel` makes `Model.deploy` raise what the service's
 FAILED_PRECONDITION raises over REST; a 429 on `models.upload` carries Vertex AI's quota details;
-a Vertex AI prediction fault over gRPC is journaled under the same names as over REST."""
+a Vertex AI prediction fault over gRPC is journaled under the same names as over REST; timing
+rules hold `Model.upload` until its operation was polled and fail `Model.deploy`'s operation."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def _controls(server: LiveServer, verb: str, path: str, **kwargs: Any) -> Any:
 def clean(vertex: tuple[LiveServer, Any, str]) -> tuple[LiveServer, Any, str]:
     server = vertex[0]
     _controls(server, "DELETE", "faults")
+    _controls(server, "DELETE", "timing")
     _controls(server, "DELETE", "requests")
     return vertex
 
@@ -163,3 +165,29 @@ def test_a_prediction_quota_error_over_grpc_is_journaled(
         ("http", "predict", 429), ("grpc", "predict", "RESOURCE_EXHAUSTED"),
         ("grpc", "predict", "OK")]
     channel.close()
+
+
+def test_timing_rules_hold_upload_and_fail_deploy(clean: tuple[LiveServer, Any, str]) -> None:
+    from google.api_core import exceptions
+
+    server, aiplatform, artifacts = clean
+    _controls(server, "PUT", "timing", json={"operationType": "UPLOAD_MODEL",
+                                             "after": {"polls": 2}})
+    _controls(server, "PUT", "timing", json={"operationType": "DEPLOY_MODEL", "fail": {
+        "code": "FAILED_PRECONDITION", "message": "No capacity for this machine type."}})
+    model = aiplatform.Model.upload(display_name="held", artifact_uri=artifacts,
+                                    serving_container_image_uri=IMAGE)
+    assert model.display_name == "held" and model.version_id == "1"
+    model_id = model.resource_name.rsplit("/", 1)[1]
+    polls = _controls(server, "GET", "requests", params={
+        "method": "models.operations.get", "model": model_id})["requests"]
+    assert len(polls) >= 2  # the work starts only once the operation was polled twice
+    endpoint = aiplatform.Endpoint.create(display_name="held")
+    # The failed operation: api_core raises the exception of its google.rpc code.
+    with pytest.raises(exceptions.FailedPrecondition) as caught:
+        model.deploy(endpoint=endpoint, machine_type="n1-standard-2")
+    assert "No capacity for this machine type." in str(caught.value)
+    assert endpoint.list_models() == []
+    _controls(server, "DELETE", "timing")
+    model.deploy(endpoint=endpoint, machine_type="n1-standard-2")  # no rule: at once
+    assert len(endpoint.list_models()) == 1
