@@ -9,7 +9,8 @@ deployed model's ExplanationSpec.
                     noisySampleCount [1, 50], default 3}
   blurBaselineConfig {maxBlurSigma}
   examples (example-based explanations): not implemented by mlemu (UNIMPLEMENTED)
-  topK, outputIndices: accepted; mlemu explains the predicted (argmax) output, their default
+  topK 1 (or unset), outputIndices unset: the predicted (argmax) output, their default; other
+  values (explaining several outputs) are not implemented by mlemu (UNIMPLEMENTED)
 
 The override's `parameters` replace fields of the deployed model's, "Note that the attribution
 method cannot be changed"; its `metadata.inputs.{name}.inputBaselines` replace that input's
@@ -107,11 +108,24 @@ def _chosen(params: dict[str, Any], where: str) -> str:
     return chosen[0]
 
 
+def _one_output(params: dict[str, Any], where: str) -> None:
+    """mlemu explains the output the model predicts (ExplanationParameters: "If neither top_k
+    nor output_indices is populated, returns the argmax index of the outputs")."""
+    top_k = params.get("topK")
+    if top_k not in (None, 0, 1, "0", "1"):
+        raise Unimplemented(f"{where}.topK {top_k!r} is not implemented by mlemu: it explains the "
+                            "predicted output only (topK 1, the default).")
+    if params.get("outputIndices"):
+        raise Unimplemented(f"{where}.outputIndices is not implemented by mlemu: it explains the "
+                            "predicted output only.")
+
+
 def to_method(params: Any, where: str = WHERE) -> Method:
     """The Method of an ExplanationParameters object, validated."""
     if not isinstance(params, dict):
         raise InvalidArgument("explanation_spec.parameters must be set to explain.")
     _unknown(params, PARAMETER_FIELDS, where)
+    _one_output(params, where)
     name = _chosen(params, where)
     at = f"{where}.{name}"
     body = _object(params[name], at)

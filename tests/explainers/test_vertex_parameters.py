@@ -39,6 +39,8 @@ def test_xrai_with_smooth_grad_and_a_blurred_baseline() -> None:
      InvalidArgument, 'Unknown name "smoothGradConfig"'),
     ({XRAI: {}, "sampledShapleyAttribution": {}}, InvalidArgument, "exactly one of"),
     ({"examples": {"neighborCount": 3}}, Unimplemented, "Example-based explanations"),
+    ({XRAI: {}, "topK": 3}, Unimplemented, "topK 3 is not implemented"),
+    ({XRAI: {}, "outputIndices": [1]}, Unimplemented, "outputIndices is not implemented"),
 ])
 def test_bad_or_unimplemented_parameters(params: dict[str, Any], error: type[Exception],
                                          words: str) -> None:
