@@ -188,6 +188,17 @@ def test_timing_rules_hold_upload_and_fail_deploy(clean: tuple[LiveServer, Any, 
         model.deploy(endpoint=endpoint, machine_type="n1-standard-2")
     assert "No capacity for this machine type." in str(caught.value)
     assert endpoint.list_models() == []
+    # Held until polled: the runner loads and records the deployed model, then it serves.
+    _controls(server, "PUT", "timing", json={"operationType": "DEPLOY_MODEL",
+                                             "after": {"polls": 1}})
+    model.deploy(endpoint=endpoint, machine_type="n1-standard-2")
+    [deployed] = endpoint.list_models()
+    answer = endpoint.predict(instances=ROWS)
+    assert len(answer.predictions) == 2 and answer.deployed_model_id == deployed.id
+    endpoint_id = endpoint.resource_name.rsplit("/", 1)[1]
+    assert _controls(server, "GET", "requests", params={
+        "method": "endpoints.operations.get", "endpoint": endpoint_id})["requests"]
     _controls(server, "DELETE", "timing")
-    model.deploy(endpoint=endpoint, machine_type="n1-standard-2")  # no rule: at once
-    assert len(endpoint.list_models()) == 1
+    model.deploy(endpoint=endpoint, machine_type="n1-standard-2",  # no rule: done at once
+                 traffic_percentage=50)
+    assert len(endpoint.list_models()) == 2
