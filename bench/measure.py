@@ -69,6 +69,22 @@ def get_status(url: str, timeout: float = 5.0) -> int:
         conn.close()
 
 
+def get_json(url: str, timeout: float = 30.0) -> tuple[int, Any]:
+    """The status and JSON answer of a GET (the text when the answer is not JSON)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", parts.path)
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(data)
+    except ValueError:
+        return response.status, data.decode(errors="replace")
+
+
 def wait_ready(predict: Callable[[], bool], proc: subprocess.Popen[bytes], limit: float) -> float:
     """Seconds from now until `predict()` returns True (a correct prediction)."""
     start = time.perf_counter()
