@@ -146,6 +146,19 @@ def memory(pid: int) -> dict[str, float]:
     return {"rss_mib": rss / 1024, "pss_mib": pss / 1024, "processes": len(pids)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the live process tree (/proc/PID/stat utime and stime):
+    a server's own cost, which other work on a shared machine moves far less than its speed."""
+    ticks = 0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # stat fields 14 and 15 (proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(url: str, body_file: Path, connections: int, seconds: float, script: Path = LUA,
         env: dict[str, str] | None = None) -> dict[str, Any]:
     """One timed wrk run (status checks only; see post.lua); requests/s and latency figures."""

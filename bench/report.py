@@ -140,7 +140,8 @@ def _vertex_and_demo(results: dict[str, Any], out: list[Row]) -> None:
     vertex = results.get("ab_vertex", {})
     for route, title in (("ml-v1", "ml v1 :predict"), ("vertex", "Vertex AI endpoints.predict")):
         for key, unit, scale in (("rps", "requests/s", 1.0), ("p50_us", "p50 ms", 1e-3),
-                                 ("p99_us", "p99 ms", 1e-3), ("errors", "errors", 1.0)):
+                                 ("p99_us", "p99 ms", 1e-3), ("errors", "errors", 1.0),
+                                 ("cpu_us_per_request", "server CPU ms per request", 1e-3)):
             v = get(vertex, route, key)
             if v is not None:
                 out.append((f"{title} logreg c=8 {unit} (one server, routes taking turns)",

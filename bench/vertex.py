@@ -8,12 +8,15 @@ what this measures is the Vertex route's own cost: its fast path, the endpoint a
 lookup and its larger answer (`deployedModelId`, `model`, ...). Taking turns puts both through
 the same spells of other work on this shared machine; the figures are medians over the runs.
 Every answer is checked as in the other phases: the first, sampled ones during each run and 64
-distinct rows on both routes afterwards.
+distinct rows on both routes afterwards. Beside the speed, each run records the server's CPU
+time per request (its process tree's, sampler requests included, the same for both routes): what
+a route costs, which the machine's other work moves far less than requests/s.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -116,8 +119,11 @@ def vertex_ab(bench: Bench) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {r.name: [] for r in routes}
         for i in range(bench.plan.ab_rounds):
             for route in routes[i % 2:] + routes[:i % 2]:
+                cpu = measure.cpu_seconds(proc.pid)
                 result = bench.timed_load(route, MODEL, CONCURRENCY,
                                           max(1.0, bench.plan.seconds / 2))
+                result["cpu_us_per_request"] = ((measure.cpu_seconds(proc.pid) - cpu) * 1e6
+                                                / max(1, result["requests"]))
                 if result["errors"]:
                     raise measure.CheckFailed(f"{route.name}: {result['errors']} errors at c=8")
                 runs[route.name].append(result)
@@ -127,10 +133,16 @@ def vertex_ab(bench: Bench) -> dict[str, Any]:
                                    f"{route.name}/{MODEL}/distinct rows")
     finally:
         measure.stop(proc)
-    out: dict[str, Any] = {name: median_run(results) for name, results in runs.items()}
+    out: dict[str, Any] = {}
+    for name, results in runs.items():
+        out[name] = median_run(results)
+        out[name]["cpu_us_per_request"] = statistics.median(
+            r["cpu_us_per_request"] for r in results)
     v1, vertex = out["ml-v1"], out["vertex"]
     bench.log(f"c=8 ml v1 {v1['rps']:.0f} rps p50 {v1['p50_us'] / 1e3:.2f} ms p99 "
               f"{v1['p99_us'] / 1e3:.2f} ms; Vertex {vertex['rps']:.0f} rps p50 "
               f"{vertex['p50_us'] / 1e3:.2f} ms p99 {vertex['p99_us'] / 1e3:.2f} ms "
-              f"({vertex['rps'] / v1['rps']:.2f}x; medians of {len(runs['vertex'])} runs each)")
+              f"({vertex['rps'] / v1['rps']:.2f}x; medians of {len(runs['vertex'])} runs each); "
+              f"server CPU per request ml v1 {v1['cpu_us_per_request']:.0f} us, Vertex "
+              f"{vertex['cpu_us_per_request']:.0f} us")
     return out

@@ -51,3 +51,16 @@ def test_into_replaces_only_the_rerun_phases() -> None:
     assert merged["demo"] == {"idle": {"pss_mib": 700.0}}
     assert merged["ab_vertex"] == {"old": 1} and merged["many"] == {"x": 1}
     assert merged["reruns"][0]["phases"] == ["demo"]
+
+
+def test_cpu_seconds_counts_this_process_tree() -> None:
+    import os
+    import time
+
+    from bench import measure
+
+    before = measure.cpu_seconds(os.getpid())
+    start = time.process_time()
+    while time.process_time() - start < 0.3:  # burn CPU: what is counted, not how fast
+        sum(range(1000))
+    assert measure.cpu_seconds(os.getpid()) - before >= 0.2

@@ -51,8 +51,10 @@ def test_bounds_are_the_issues() -> None:
 
 def _vertex(vertex_rps: float, v1_rps: float) -> dict[str, Any]:
     return {"servers": {}, "ab_vertex": {
-        "vertex": {"rps": vertex_rps, "p50_us": 2000, "p99_us": 9000, "errors": 0},
-        "ml-v1": {"rps": v1_rps, "p50_us": 1800, "p99_us": 8000, "errors": 0}}}
+        "vertex": {"rps": vertex_rps, "p50_us": 2000, "p99_us": 9000, "errors": 0,
+                   "cpu_us_per_request": 500},
+        "ml-v1": {"rps": v1_rps, "p50_us": 1800, "p99_us": 8000, "errors": 0,
+                  "cpu_us_per_request": 400}}}
 
 
 def test_vertex_row_is_judged_against_ml_v1() -> None:
@@ -62,6 +64,8 @@ def test_vertex_row_is_judged_against_ml_v1() -> None:
     assert _row(targets.table(_vertex(880, 1000)), label)[-1] == "NO"
     p99 = _row(targets.table(_vertex(905, 1000)), "Vertex AI endpoints.predict c=8 p99 ms")
     assert p99[1:4] == ["9.00", "8.00", "1.12x"] and p99[-1] == "(not a target)"
+    cpu = _row(targets.table(_vertex(905, 1000)), "Vertex AI endpoints.predict c=8 server CPU")
+    assert cpu[1:4] == ["0.50", "0.40", "1.25x"] and cpu[-1] == "(not a target)"
 
 
 def test_vertex_figures_appear_in_the_figures_table() -> None:
