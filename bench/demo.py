@@ -91,6 +91,22 @@ def _settle(pid: int, bench_log: Callable[[str], None]) -> dict[str, float]:
             return memory
 
 
+def per_process(pid: int) -> list[dict[str, Any]]:
+    """Each process of the tree: its command line (shortened) and PSS, to tell what holds the
+    memory (gunicorn's master and workers, gRPC servers, the supervisor)."""
+    out = []
+    for p in measure.tree(pid):
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            text = Path(f"/proc/{p}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        pss = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
+        command = " ".join(a.decode(errors="replace") for a in argv if a)
+        out.append({"pid": p, "command": command[:120], "pss_mib": pss / 1024})
+    return out
+
+
 def demo_memory(out: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """Start the demo as `make serve` does; its process tree's memory idle and after one
     request to each demo version."""
@@ -109,7 +125,7 @@ def demo_memory(out: Path, log: Callable[[str], None]) -> dict[str, Any]:
         ready_s = measure.wait_ready(
             lambda: measure.get_status(f"http://127.0.0.1:{port}/readyz") == 200
             and _accepts(grpc_port), proc, 600)
-        idle = _settle(proc.pid, log)
+        idle = {**_settle(proc.pid, log), "per_process": per_process(proc.pid)}
         for path, body, check in requests():
             status, answer = measure.post(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode())
             if status != 200 or not check(list(answer.get("predictions", []))

@@ -64,3 +64,11 @@ def test_cpu_seconds_counts_this_process_tree() -> None:
     while time.process_time() - start < 0.3:  # burn CPU: what is counted, not how fast
         sum(range(1000))
     assert measure.cpu_seconds(os.getpid()) - before >= 0.2
+
+
+def test_per_process_lists_this_process_with_its_pss() -> None:
+    import os
+    import sys
+
+    (me,) = [p for p in demo.per_process(os.getpid()) if p["pid"] == os.getpid()]
+    assert me["pss_mib"] > 0 and sys.executable.rsplit("/", 1)[-1] in me["command"]
