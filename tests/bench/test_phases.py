@@ -72,3 +72,13 @@ def test_per_process_lists_this_process_with_its_pss() -> None:
 
     (me,) = [p for p in demo.per_process(os.getpid()) if p["pid"] == os.getpid()]
     assert me["pss_mib"] > 0 and sys.executable.rsplit("/", 1)[-1] in me["command"]
+
+
+def test_demo_starts_what_the_makefile_serve_target_runs() -> None:
+    """The phase measures `make serve`: the same settings and bootstrap file as its command."""
+    makefile = (demo.ROOT / "Makefile").read_text().split("\nserve:", 1)[1].split("\n\n", 1)[0]
+    (command,) = [line.strip() for line in makefile.splitlines() if " serve " in line
+                  and not line.strip().startswith("@")]
+    settings = dict(word.split("=", 1) for word in command.split() if word.startswith("MLEMU_"))
+    assert settings == demo.SERVE_ENV
+    assert "--config demo/bootstrap.yaml" in command
