@@ -294,9 +294,19 @@ def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
             ({"manualBatchTuningParameters": {"batchSize": "many"}}, 400, "TYPE_INT32"),
             ({"manualBatchTuningParameters": {"batchSize": 10**9}}, 400, "from 1 to"),
             ({"dedicatedResources": {"maxReplicaCount": 0}}, 400, "from 1 to"),
-            ({"inputConfig": {"instancesFormat": "bigquery"}}, 501, "BigQuery"),
-            ({"inputConfig": {"instancesFormat": "csv", "gcsSource": {"uris": ["gs://b/x"]}}},
-             501, "csv"),
+            ({"inputConfig": {"instancesFormat": "bigquery"}}, 501,
+             "BigQuery batch prediction input (input_config.bigquery_source, instances_format "
+             "'bigquery') is not emulated by mlemu: give input_config.gcs_source with "
+             "instances_format jsonl, csv, tf-record, tf-record-gzip, file-list."),
+            ({"inputConfig": {"instancesFormat": "jsonl", "bigquerySource": {
+                "inputUri": "bq://p.d.t"}}}, 501, "BigQuery batch prediction input"),
+            ({"outputConfig": {"predictionsFormat": "bigquery", "bigqueryDestination": {
+                "outputUri": "bq://p"}}}, 501, "BigQuery batch prediction output"),
+            ({"outputConfig": {"predictionsFormat": "csv",
+                               "gcsDestination": {"outputUriPrefix": "gs://b/out"}}},
+             501, "predictions_format 'csv' is not supported by mlemu"),
+            ({"inputConfig": {"instancesFormat": "parquet", "gcsSource": {"uris": ["gs://b/x"]}}},
+             400, "instances_format 'parquet' is not supported; use one of jsonl, csv"),
             ({"model": f"{model}@7"}, 404, "not found")):
         answer = call(client, "POST", f"{LOC}/batchPredictionJobs", {**base, **change})
         assert answer.status_code == status, (change, answer.json)
