@@ -6,9 +6,10 @@ them on the task runner's long-task threads).
 Inputs: `instancesFormat` jsonl, csv, tf-record, tf-record-gzip and file-list from
 `gcsSource.uris` (gs:// or local paths under MLEMU_DATA_ROOTS; batch/vertex_inputs.py reads csv
 and file-list); BigQuery (`bigquerySource`, `bigqueryDestination`) is refused with UNIMPLEMENTED
-saying so. Output: jsonl under `gcsDestination.outputUriPrefix`/prediction-<model>-<time>/,
-reported in `outputInfo.gcsOutputDirectory`. Every framework runs (unlike ml v1's TensorFlow-only
-batch prediction).
+saying so, as is an `instanceConfig` (not applied). Output: jsonl under
+`gcsDestination.outputUriPrefix`/prediction-<model>-<time>/, reported in
+`outputInfo.gcsOutputDirectory`. Every framework runs (unlike ml v1's TensorFlow-only batch
+prediction).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _output_dir(prefix: str, display_name: str) -> str:
     return f"{prefix.rstrip('/')}/prediction-{safe}-{stamp}"
 
 
-def _check_io(emu: Emulator, body: dict[str, Any]) -> tuple[list[str], str]:
+def _check_io(emu: Emulator, body: dict[str, Any], model: str) -> tuple[list[str], str]:
     given = require_object(body.get("inputConfig"), "input_config")
     fmt = str(given.get("instancesFormat") or "")
     if fmt == "bigquery" or given.get("bigquerySource"):
@@ -78,11 +79,20 @@ def _check_io(emu: Emulator, body: dict[str, Any]) -> tuple[list[str], str]:
                             "instances_format 'bigquery') is not emulated by mlemu: give "
                             f"input_config.gcs_source with instances_format {GCS_FORMATS}.")
     if fmt not in FORMATS:
-        raise InvalidArgument(f"instances_format {fmt!r} is not supported; use one of "
-                              f"{GCS_FORMATS}.")
+        # The service's words for a format the model does not list in its
+        # supportedInputStorageFormats (googleapis/python-aiplatform issue 467).
+        raise InvalidArgument(f'Instance format "{fmt}" is not supported for Model {model}. '
+                              f"Supported values are: [{GCS_FORMATS}].")
     uris = string_list(optional_object(given.get("gcsSource"), "gcsSource").get("uris"), "uris")
     if not uris or not all(uris):
         raise InvalidArgument("input_config.gcs_source.uris must name at least one file.")
+    config = optional_object(body.get("instanceConfig"), "instanceConfig")
+    if any(config.get(f) for f in ("instanceType", "keyField", "includedFields",
+                                   "excludedFields")):
+        # Not applied rather than ignored: it would change every instance and output line.
+        raise Unimplemented("BatchPredictionJob.instance_config (instance_type, key_field, "
+                            "included_fields, excluded_fields) is not emulated by mlemu: each "
+                            "input is sent to the model as instances_format gives it.")
     out = require_object(body.get("outputConfig"), "output_config")
     written = str(out.get("predictionsFormat") or "jsonl")
     if written == "bigquery" or out.get("bigqueryDestination"):
@@ -117,7 +127,7 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
     model_doc, vid = resolve_model(emu, model_name)
     version = model_doc["versions"][vid]
     serving = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
-    _, prefix = _check_io(emu, body)
+    _, prefix = _check_io(emu, body, model_doc["name"])
     batch = _count(optional_object(body.get("manualBatchTuningParameters"),
                                    "manualBatchTuningParameters").get("batchSize"), 64,
                    "manual_batch_tuning_parameters.batch_size", MAX_BATCH_SIZE)

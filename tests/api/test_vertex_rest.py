@@ -306,7 +306,12 @@ def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
                                "gcsDestination": {"outputUriPrefix": "gs://b/out"}}},
              501, "predictions_format 'csv' is not supported by mlemu"),
             ({"inputConfig": {"instancesFormat": "parquet", "gcsSource": {"uris": ["gs://b/x"]}}},
-             400, "instances_format 'parquet' is not supported; use one of jsonl, csv"),
+             400, f'Instance format "parquet" is not supported for Model {model}. Supported '
+                  "values are: [jsonl, csv, tf-record, tf-record-gzip, file-list]."),
+            ({"instanceConfig": {"keyField": "id"}}, 501, "instance_config (instance_type, "
+             "key_field, included_fields, excluded_fields) is not emulated by mlemu"),
+            ({"instanceConfig": {"includedFields": ["a"]}}, 501, "instance_config"),
+            ({"instanceConfig": []}, 400, "instanceConfig must be a JSON object"),
             ({"model": f"{model}@7"}, 404, "not found")):
         answer = call(client, "POST", f"{LOC}/batchPredictionJobs", {**base, **change})
         assert answer.status_code == status, (change, answer.json)
