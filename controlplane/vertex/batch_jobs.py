@@ -44,7 +44,8 @@ DONE = (SUCCEEDED, FAILED, CANCELLED)
 #: Vertex instancesFormat -> the pipeline's data format.
 FORMATS = {"jsonl": "JSON", "csv": CSV_INPUT, "tf-record": "TF_RECORD",
            "tf-record-gzip": "TF_RECORD_GZIP", "file-list": FILE_LIST_INPUT}
-#: What the refusals of BigQuery name instead.
+#: The formats a model supports (its supportedInputStorageFormats, registry/vertex_resources.py),
+#: as refusals name them.
 GCS_FORMATS = ", ".join(FORMATS)
 #: Bounds on what a job may ask for: instances per model call, and workers (local runners run
 #: at most one per CPU whatever the job asks).
@@ -80,7 +81,8 @@ def _check_io(emu: Emulator, body: dict[str, Any], model: str) -> tuple[list[str
                             f"input_config.gcs_source with instances_format {GCS_FORMATS}.")
     if fmt not in FORMATS:
         # The service's words for a format the model does not list in its
-        # supportedInputStorageFormats (googleapis/python-aiplatform issue 467).
+        # supportedInputStorageFormats, as quoted in
+        # https://github.com/googleapis/python-aiplatform/issues/467.
         raise InvalidArgument(f'Instance format "{fmt}" is not supported for Model {model}. '
                               f"Supported values are: [{GCS_FORMATS}].")
     uris = string_list(optional_object(given.get("gcsSource"), "gcsSource").get("uris"), "uris")

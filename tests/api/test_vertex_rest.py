@@ -286,6 +286,9 @@ def test_patch_mutate_and_operation_methods(client: Any, models: dict[str, Any])
 def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
                                                              models: dict[str, Any]) -> None:
     model = upload(client, "a", models)
+    # What the model says it takes is what a job takes (and what a refusal names).
+    assert call(client, "GET", f"/v1/{model}").json["supportedInputStorageFormats"] == [
+        "jsonl", "csv", "tf-record", "tf-record-gzip", "file-list"]
     base = {"displayName": "j", "model": model,
             "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": ["gs://b/in.jsonl"]}},
             "outputConfig": {"predictionsFormat": "jsonl",
