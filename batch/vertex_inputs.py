@@ -143,8 +143,9 @@ def read_listed(name: str, roots: Sequence[str] | None, answer_s: float) -> byte
         raise ListedFileError(f"{name} is not allowed: batch prediction data must be under a "
                               "directory this server keeps job data in (MLEMU_DATA_ROOTS).")
     try:
-        # Non-blocking: a FIFO swapped in after the check must not hold the worker.
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
+        # Non-blocking: a FIFO swapped in after the check must not hold the worker; no
+        # following a symlink swapped in for the resolved file either.
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         raise ListedFileError(f"{name}: no such file.") from None
     try:
