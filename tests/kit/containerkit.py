@@ -5,7 +5,11 @@ and answers from what it was given, so tests see every part of the contract arri
 predict: {"instances": [[numbers]], "parameters": {"scale": s}} -> {"predictions": [{"sum":
 (sum(row) + OFFSET) * s * FACTOR, "pid": its pid, "env": the AIP_* variables}]}, OFFSET read
 from AIP_STORAGE_URI/offset.txt (0 without it), FACTOR from containerSpec.env. A text/csv body
-(rawPredict) is answered in text/plain: the sum of its numbers. `{"status": N}` answers N.
+(rawPredict) is answered in text/plain: the sum of its numbers. Control keys, in the body or its
+first instance: `{"status": N}` answers N, `{"sleep": s}` sleeps s seconds first, `{"big": n}`
+answers a prediction of n bytes, `{"plain": x}` an object without predictions. HEALTH_STATUS
+sets the health route's status; HEALTH_MARK names a file created once a health check was
+answered.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 SERVER = r'''
-import json, os, sys
+import json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT = int(os.environ["AIP_HTTP_PORT"])
@@ -34,7 +38,12 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
-        self._send(200 if self.path == HEALTH else 404, {"path": self.path})
+        if self.path != HEALTH:
+            return self._send(404, {"path": self.path})
+        status = int(os.environ.get("HEALTH_STATUS", "200"))
+        self._send(status, {"status": status})
+        if os.environ.get("HEALTH_MARK"):  # tells a test a health check was answered
+            open(os.environ["HEALTH_MARK"], "a").close()
 
     def do_POST(self):
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -44,8 +53,16 @@ class Handler(BaseHTTPRequestHandler):
             total = sum(float(x) for x in data.decode().split(","))
             return self._send(200, str(total).encode(), "text/plain")
         body = json.loads(data)
-        if "status" in body:
-            return self._send(body["status"], {"error": "asked for " + str(body["status"])})
+        first = (body.get("instances") or [None])[0]
+        ctl = first if isinstance(first, dict) else body  # control keys: the body or an instance
+        if "sleep" in ctl:
+            time.sleep(ctl["sleep"])
+        if "big" in ctl:
+            return self._send(200, {"predictions": ["x" * ctl["big"]]})
+        if "plain" in ctl:
+            return self._send(200, {"answer": ctl["plain"]})
+        if "status" in ctl:
+            return self._send(ctl["status"], {"error": "asked for " + str(ctl["status"])})
         scale = (body.get("parameters") or {}).get("scale", 1)
         env = {k: v for k, v in os.environ.items() if k.startswith("AIP_")}
         self._send(200, {"predictions": [
