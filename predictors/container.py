@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import gc
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from typing import Any, ClassVar
 
 from core import wirejson
 from core.errors import (
+    ApiError,
     Code,
     FailedPrecondition,
     ModelLoadError,
@@ -125,6 +127,10 @@ class ContainerHost:
         health_route = spec.get("healthRoute") or default
         with self._lock:
             if len(self.running()) >= limits.max_processes:
+                # A model the loaded-versions cap unloaded is forgotten, not closed (a request
+                # may still use it): its process ends when it is collected, perhaps now.
+                gc.collect()
+            if len(self.running()) >= limits.max_processes:
                 raise ResourceExhausted(
                     f"This server already runs {limits.max_processes} container processes "
                     "(MLEMU_VERTEX_MAX_CONTAINERS); undeploy one first.")
@@ -157,6 +163,17 @@ def _stop_all(live: weakref.WeakSet[ContainerProcess]) -> None:
         process.stop()
 
 
+def container_error(status: int, data: bytes) -> ApiError:
+    """A container's answer that is not a 2xx, as an error: its own status, with the canonical
+    code of that status's class, quoting the start of its body."""
+    text = data[:ERROR_BYTES].decode("utf-8", "replace")
+    message = f"The container answered HTTP {status}: {text}"
+    if not 400 <= status < 600:
+        return Unavailable(message)
+    code = Code.INVALID_ARGUMENT if status < 500 else Code.INTERNAL
+    return from_code(code, message, http_status=status)
+
+
 class ContainerPredictor(Predictor):
     """A deployed custom container: `predict` posts `{"instances", "parameters"}` to its
     predict route and returns its `predictions`; `raw` forwards a body as it is (rawPredict)."""
@@ -184,13 +201,7 @@ class ContainerPredictor(Predictor):
             payload["parameters"] = kwargs
         status, _, data = self.raw(wirejson.dumps(payload), "application/json")
         if not 200 <= status < 300:
-            text = data[:ERROR_BYTES].decode("utf-8", "replace")
-            message = f"The container answered {self.predict_route} with HTTP {status}: {text}"
-            if not 400 <= status < 600:
-                raise Unavailable(message)
-            # The container's own status, with the canonical code of its class.
-            code = Code.INVALID_ARGUMENT if status < 500 else Code.INTERNAL
-            raise from_code(code, message, http_status=status)
+            raise container_error(status, data)
         try:
             body = wirejson.loads(data)
         except ValueError:

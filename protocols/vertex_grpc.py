@@ -26,6 +26,7 @@ from core import wirejson
 from core.errors import ApiError, InvalidArgument
 from core.payloads import PredictRequest
 from dataplane import vertex as vertex_dataplane
+from predictors.container import container_error
 from protocols.aiplatform import encode_predictions
 from protocols.v2_grpc import InvocationHeaders
 from protocols.vertex import decode_vertex_predict
@@ -90,8 +91,11 @@ class VertexPredictionServicer:
         context.send_initial_metadata(tuple(
             (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
         answer = self.types.HttpBody()
-        if forwarded is not None:  # a custom container: its body, whatever its status
-            answer.content_type, answer.data = forwarded[1], forwarded[2]
+        if forwarded is not None:  # a custom container: its body, or its error as a status
+            status, content_type, data = forwarded
+            if not 200 <= status < 300:
+                raise container_error(status, data)
+            answer.content_type, answer.data = content_type, data
             return answer
         try:
             body = wirejson.loads(request.http_body.data)

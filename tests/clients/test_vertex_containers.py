@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import free_port, start_server, stop_server
 from tests.kit import containerkit
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,8 @@ def env(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     base = tmp_path_factory.mktemp("vertex-containers")
     gcs_emulator.client().create_bucket("container-staging")
     server = start_server(base / "state", env={"STORAGE_EMULATOR_HOST": gcs_emulator.host,
-                                               "MLEMU_VERTEX_LOCAL_CONTAINERS": "true"})
+                                               "MLEMU_VERTEX_LOCAL_CONTAINERS": "true"},
+                          grpc_port=free_port())
     monkey = pytest.MonkeyPatch()
     monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)  # the SDK stages through it
     from google.auth.credentials import AnonymousCredentials
@@ -118,6 +119,43 @@ def test_upload_deploy_predict_raw_predict_undeploy(env: dict[str, Any]) -> None
 
     endpoint.undeploy_all()
     assert _gone(int(prediction["pid"]))  # a protobuf Value: a float
+    endpoint.delete()
+    model.delete()
+
+
+def test_gapic_prediction_client_over_grpc(env: dict[str, Any]) -> None:
+    """Predict and RawPredict on the gRPC port reach the same container; a container's error
+    status is the call's status."""
+    import grpc
+    from google.api import httpbody_pb2
+    from google.api_core import exceptions
+    from google.cloud import aiplatform_v1
+    from google.cloud.aiplatform_v1.services.prediction_service.transports import (
+        PredictionServiceGrpcTransport,
+    )
+
+    aiplatform = env["aiplatform"]
+    script = containerkit.write_server(env["base"] / "grpc-srv")
+    model = aiplatform.Model.upload(
+        display_name="grpc", serving_container_image_uri=IMAGE,
+        serving_container_command=[sys.executable, str(script)])
+    endpoint = model.deploy(machine_type="n1-standard-2")
+    channel = grpc.insecure_channel(env["server"].grpc_target)
+    client = aiplatform_v1.PredictionServiceClient(
+        transport=PredictionServiceGrpcTransport(channel=channel))
+    try:
+        answer = client.predict(endpoint=endpoint.resource_name, instances=[[2.0, 3.0]])
+        assert answer.predictions[0]["sum"] == 5.0
+        assert answer.deployed_model_id == endpoint.list_models()[0].id
+        raw = client.raw_predict(endpoint=endpoint.resource_name, http_body=httpbody_pb2.HttpBody(
+            data=b"1,1", content_type="text/csv"))
+        assert (raw.content_type, raw.data) == ("text/plain", b"2.0")
+        with pytest.raises(exceptions.BadRequest, match="asked for 404"):
+            client.raw_predict(endpoint=endpoint.resource_name, http_body=httpbody_pb2.HttpBody(
+                data=b'{"status": 404}', content_type="application/json"))
+    finally:
+        channel.close()
+    endpoint.undeploy_all()
     endpoint.delete()
     model.delete()
 
