@@ -137,8 +137,9 @@ class Settings:
     vertex_local_containers: bool = False
     #: Executables containerSpec.command[0] may name; required with IAM enforced.
     vertex_container_commands: tuple[str, ...] | None = None
-    #: Seconds a container has to answer 200 on its health route; per prediction call.
+    #: Seconds a started container has to answer 200 on its health route.
     vertex_container_start_s: float = 120.0
+    #: Seconds one call to a container's predict route may take.
     vertex_container_timeout_s: float = 60.0
     #: Container processes each serving process runs at most.
     vertex_max_containers: int = 4

@@ -1,4 +1,4 @@
-"""`python -m predictors.container_guard PARENT_PID COMMAND [ARG ...]`: runs a Vertex AI custom
+"""`python -I container_guard.py PARENT_PID COMMAND [ARG ...]`: runs a Vertex AI custom
 container's command (predictors/container.py) and ends it when the serving process that started
 it is gone.
 
@@ -22,7 +22,7 @@ POLL_S = 0.5
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or not argv[0].isdigit():
-        print("usage: python -m predictors.container_guard PARENT_PID COMMAND [ARG ...]",
+        print("usage: python -I container_guard.py PARENT_PID COMMAND [ARG ...]",
               file=sys.stderr)
         return 2
     parent, command = int(argv[0]), argv[1:]

@@ -24,6 +24,9 @@ from core.errors import DeadlineExceeded, FailedPrecondition, Unavailable, publi
 
 log = logging.getLogger("mlemu.container")
 
+#: The guard runs as a script in isolated mode (-I: no PYTHON* variables, not its directory on
+#: sys.path): it needs only the standard library, whatever PYTHONPATH found mlemu.
+GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "container_guard.py")
 #: Output lines kept for a failed start's message (the last ones), and the bytes of each.
 TAIL_LINES, LINE_BYTES = 20, 500
 #: Seconds between health checks while starting, and the bound on one check.
@@ -74,7 +77,7 @@ class ContainerProcess:
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "predictors.container_guard", str(os.getpid()), *command],
+                [sys.executable, "-I", GUARD, str(os.getpid()), *command],
                 env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         except OSError as exc:
