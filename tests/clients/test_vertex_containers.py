@@ -200,3 +200,44 @@ def test_no_container_outlives_its_server(tmp_path: Path) -> None:
     finally:
         stop_server(server.proc)
     assert _gone(pid)
+
+
+def test_enforced_iam_runs_only_listed_executables(tmp_path: Path) -> None:
+    """IAM enforced, MLEMU_VERTEX_CONTAINER_COMMANDS naming this Python: a user deploys and
+    predicts; a viewer may not predict; a command not on the list fails the deploy."""
+    from google.api_core import exceptions
+    from google.cloud import aiplatform
+    from google.oauth2.credentials import Credentials
+
+    from tests.kit import iamkit
+
+    config = iamkit.write_config(tmp_path / "iam.yaml", {
+        "staticTokens": {"user-token": "user:ann@example.com",
+                         "viewer-token": "user:bob@example.com"},
+        "projects": {"p": {"bindings": [
+            {"role": "roles/aiplatform.user", "members": ["user:ann@example.com"]},
+            {"role": "roles/aiplatform.viewer", "members": ["user:bob@example.com"]}]}}})
+    script = containerkit.write_server(tmp_path / "srv")
+    server = start_server(tmp_path / "state", env={
+        "MLEMU_IAM_MODE": "enforce", "MLEMU_IAM_CONFIG": str(config),
+        "MLEMU_VERTEX_LOCAL_CONTAINERS": "true", "MLEMU_VERTEX_CONTAINER_COMMANDS": sys.executable})
+    try:
+        def init(token: str) -> None:
+            aiplatform.init(project="p", location="us-central1", api_endpoint=server.url,
+                            api_transport="rest", credentials=Credentials(token))
+
+        init("user-token")
+        model = aiplatform.Model.upload(display_name="listed", serving_container_image_uri=IMAGE,
+                                        serving_container_command=[sys.executable, str(script)])
+        endpoint = model.deploy(machine_type="n1-standard-2")
+        assert endpoint.predict(instances=[[1.0, 1.0]]).predictions[0]["sum"] == 2.0
+        other = aiplatform.Model.upload(display_name="unlisted", serving_container_image_uri=IMAGE,
+                                        serving_container_command=["env", sys.executable,
+                                                                   str(script)])
+        with pytest.raises(exceptions.GoogleAPICallError, match="MLEMU_VERTEX_CONTAINER_COMMANDS"):
+            other.deploy(machine_type="n1-standard-2")
+        init("viewer-token")
+        with pytest.raises(exceptions.Forbidden, match="aiplatform.endpoints.predict"):
+            aiplatform.Endpoint(endpoint.resource_name).predict(instances=[[1.0]])
+    finally:
+        stop_server(server.proc)
