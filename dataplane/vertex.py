@@ -12,6 +12,7 @@ only the instances to the model); custom predictors get them as keyword argument
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import auth
@@ -21,7 +22,7 @@ from core.errors import FailedPrecondition, NotFound
 from core.payloads import Caller, PredictRequest, PredictResponse
 from dataplane.bookkeeping import finish
 from explainers import vertex_spec
-from observability import context
+from observability import context, instrument
 from predictors.base import Predictor
 from predictors.container import ContainerPredictor
 from registry import vertex_serving
@@ -82,7 +83,11 @@ def forward_raw(emu: Emulator, target: Target, predictor: Predictor, body: bytes
     is not a container (the caller decodes `{"instances": ...}` for the prebuilt contract)."""
     if not isinstance(predictor, ContainerPredictor):
         return None
-    status, answer_type, answer = predictor.raw(body, content_type)
+    started = perf_counter()
+    with instrument.attributed(target.version.name):
+        status, answer_type, answer = predictor.raw(body, content_type)
+    if emu.instruments is not None:  # the model-call metrics `predict`'s timed method records
+        emu.instruments.version(target.version.name).model_call(perf_counter() - started, [body])
     finish(emu, target.version, [body], {}, [answer], stored=False)
     return status, answer_type, answer
 

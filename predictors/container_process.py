@@ -116,7 +116,7 @@ class ContainerProcess:
                     f"The container's command exited with status {code} before its health route "
                     f"{route} answered 200. Its last output:\n{self.output_tail()}")
             try:
-                status, _, _ = self.request("GET", route, b"", "", HEALTH_CALL_S, 1024)
+                status, _, _ = self.request("GET", route, b"", "", HEALTH_CALL_S, 1 << 20)
                 if status == 200:
                     return
             except (DeadlineExceeded, Unavailable):

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.kit import containerkit
 
 LOC = "/v1/projects/p/locations/us-central1"
@@ -109,6 +111,14 @@ def test_deploy_predict_raw_faults_undeploy(make_app: Any, tmp_path: Path) -> No
     assert call(client, "POST", f"/v1/{ep}:predict", {"instances": [[1]]}).status_code == 429
     assert client.post(f"/v1/{ep}:rawPredict", data=b"1", content_type="text/csv").status_code == 429
     assert call(client, "POST", f"/v1/{ep}:predict", {"instances": [[1]]}).status_code == 200
+
+    # Model calls are timed like every model's: predict, both rawPredicts, the failed predict
+    # and the last one (the two the fault rule answered never reached the container).
+    calls = [s.value for family in text_string_to_metric_families(
+        client.get("/metrics").get_data(as_text=True)) for s in family.samples
+        if s.name == "mlemu_model_call_duration_seconds_count"
+        and s.labels.get("version") == ep.rsplit("/", 1)[-1]]
+    assert calls == [5]
 
     undeployed = call(client, "POST", f"/v1/{ep}:undeployModel", {"deployedModelId": deployed_id})
     assert undeployed.status_code == 200, undeployed.json
