@@ -156,3 +156,16 @@ def test_failed_starts_fail_the_operation(make_app: Any, tmp_path: Path) -> None
     refused = deploy(client, ep, no_command)
     assert refused.status_code == 400 and "without containerSpec.command" in refused.json[
         "error"]["message"]
+
+
+def test_malformed_container_specs_are_refused_at_upload(make_app: Any) -> None:
+    client = make_app(vertex_local_containers=True)
+    for spec, word in (({"command": "python3 server.py"}, "containerSpec.command"),
+                       ({"command": ["python3"], "args": [1]}, "containerSpec.args"),
+                       ({"env": [{"name": "A", "value": 1}]}, "containerSpec.env"),
+                       ({"predictRoute": "predict"}, "containerSpec.predictRoute")):
+        model = {"displayName": "bad", "containerSpec": {"imageUri": IMAGE, **spec}}
+        refused = call(client, "POST", f"{LOC}/models:upload", {"model": model})
+        assert refused.status_code == 400, refused.json
+        assert refused.json["error"]["status"] == "INVALID_ARGUMENT"
+        assert word in refused.json["error"]["message"]
