@@ -101,8 +101,8 @@ def serving_fields(version: dict[str, Any], name: str,
         f"Model {name} uses the custom container image {image}: mlemu runs no containers. It "
         "serves Vertex AI's prebuilt sklearn, xgboost and tf2 prediction images, Custom "
         f"Prediction Routines named by containerSpec.env {ROUTINE_ENV}, and, with "
-        "MLEMU_VERTEX_LOCAL_CONTAINERS=true, a containerSpec.command as a local process "
-        "(docs/vertex.md).")
+        "MLEMU_VERTEX_LOCAL_CONTAINERS=true, a containerSpec.command as a local process for "
+        "online prediction (docs/vertex.md).")
 
 
 def split_versioned(model: str) -> tuple[str, str | None]:
