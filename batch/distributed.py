@@ -31,7 +31,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
-from batch import records, sources
+from batch import records, sources, vertex_inputs
 from batch.engine import options
 from batch.pipeline import PredictDoFn
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
@@ -64,7 +64,7 @@ class ShardDoFn(PredictDoFn):
         count, keys = 0, None
         bad: list[str] = []
         with FileSystems.create(shard_path(self.spec, index, self.shards)) as out:
-            for batch in sources.batches(self.spec.data_format, rng, self.spec.batch_size):
+            for batch in vertex_inputs.batches(self.spec, rng, self.spec.batch_size):
                 rows: list[Any] = []
                 self._batch(batch, rows, bad)
                 if not rows:

@@ -3,7 +3,8 @@
   input ranges (batch/sources.py: the inputPaths' files, text files split by bytes; Create's
                 own Reshuffle spreads them over the workers)
   -> ReadBatchesDoFn (a range's records, ~RECORDS_PER_ELEMENT at a time in whole batches of
-                     `batchSize`: JSON/TEXT lines, TFRecords)
+                     `batchSize`: JSON/TEXT lines, TFRecords; Vertex AI's CSV rows and listed
+                     files as JSON instances, batch/vertex_inputs.py)
   -> PredictDoFn (the model loads once per worker, in setup, and predicts `batchSize` records a
                   call; one element of lines per element of records)
   -> results: WriteToText(outputPath/prediction.results, shards -SSSSS-of-NNNNN)
@@ -34,10 +35,17 @@ from typing import Any
 
 import apache_beam as beam
 
-from batch import records, sources, vertex_records
+from batch import records, sources, vertex_inputs, vertex_records
 from batch.engine import anonymous_gcs, options, runner
 from batch.forkserver import ForkServer
-from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
+from batch.spec import (
+    BUILT_FORMATS,
+    CSV_SUFFIX,
+    ERRORS_BASENAME,
+    HEADER_SUFFIX,
+    RESULTS_BASENAME,
+    JobSpec,
+)
 
 NAMESPACE = "mlemu_batch_predict"
 ERRORS = "errors"
@@ -77,7 +85,7 @@ class ReadBatchesDoFn(beam.DoFn):  # type: ignore[misc]
 
     def process(self, rng: sources.Range) -> Any:
         size = self.spec.batch_size * max(1, RECORDS_PER_ELEMENT // self.spec.batch_size)
-        yield from sources.batches(self.spec.data_format, rng, size)
+        yield from vertex_inputs.batches(self.spec, rng, size)
 
 
 class PredictDoFn(beam.DoFn):  # type: ignore[misc]
@@ -94,7 +102,8 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
             anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
         try:
             self.predictor = load_predictor(self.spec)
-            self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+            self.decoder = records.Decoder(self.predictor, self.spec.signature_name,
+                                           built=self.spec.data_format in BUILT_FORMATS)
         except Exception as exc:  # noqa: BLE001 - the job fails saying why, once
             # Beam re-raises a DoFn's exception as a new one of its type built from its text;
             # an mlemu error would prefix its words again ("Prediction failed: Prediction

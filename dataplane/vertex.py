@@ -12,6 +12,7 @@ only the instances to the model); custom predictors get them as keyword argument
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import auth
@@ -19,9 +20,11 @@ import dataplane
 import explainers
 from core.errors import FailedPrecondition, NotFound
 from core.payloads import Caller, PredictRequest, PredictResponse
+from dataplane.bookkeeping import finish
 from explainers import vertex_parameters, vertex_spec
-from observability import context
+from observability import context, instrument
 from predictors.base import Predictor
+from predictors.container import ContainerPredictor
 from registry import vertex_serving
 from registry.vertex_serving import Target
 
@@ -60,9 +63,33 @@ def resolve(emu: Emulator, caller: Caller, endpoint: str, permission: str,
 def predict(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
             deployed_model_id: str | None = None) -> tuple[Target, PredictResponse]:
     target, predictor = resolve(emu, caller, endpoint, PREDICT, deployed_model_id)
+    return target, predict_on(emu, target, predictor, req)
+
+
+def predict_on(emu: Emulator, target: Target, predictor: Predictor,
+               req: PredictRequest) -> PredictResponse:
+    """The prediction once `resolve` chose the deployed model (rawPredict resolves first, to
+    learn whether the body is forwarded as it is)."""
     if predictor.framework:
         req = PredictRequest(req.instances)
-    return target, dataplane.predict_resolved(emu, target.version, predictor, req, stored=False)
+    return dataplane.predict_resolved(emu, target.version, predictor, req, stored=False)
+
+
+def forward_raw(emu: Emulator, target: Target, predictor: Predictor, body: bytes,
+                content_type: str) -> tuple[int, str, bytes] | None:
+    """rawPredict on a custom container (predictors/container.py): the body and its content
+    type go to its predict route as they came, and its (status, content type, body) come back,
+    as Vertex AI's rawPredict does; then the same bookkeeping as a prediction. None: the model
+    is not a container (the caller decodes `{"instances": ...}` for the prebuilt contract)."""
+    if not isinstance(predictor, ContainerPredictor):
+        return None
+    started = perf_counter()
+    with instrument.attributed(target.version.name):
+        status, answer_type, answer = predictor.raw(body, content_type)
+    if emu.instruments is not None:  # the model-call metrics `predict`'s timed method records
+        emu.instruments.version(target.version.name).model_call(perf_counter() - started, [body])
+    finish(emu, target.version, [body], {}, [answer], stored=False)
+    return status, answer_type, answer
 
 
 def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,

@@ -115,7 +115,8 @@ def delete_endpoint(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def _serving_fields(emu: Emulator, model_doc: dict[str, Any], vid: str) -> dict[str, Any]:
     """What the deployments cache needs to load the model version (internal keys)."""
     version = model_doc["versions"][vid]
-    fields = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
+    fields = vr.serving_fields(version, f"{model_doc['name']}@{vid}",
+                               emu.settings.vertex_local_containers)
     return {**fields, "_modelDisplayName": version.get("displayName", ""),
             "_explanationSpec": version.get("explanationSpec")}
 

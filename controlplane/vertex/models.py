@@ -53,15 +53,33 @@ def _check_aliases(doc: dict[str, Any] | None, aliases: list[str], vid: str) -> 
                                 f"{doc['name'] if doc else ''}.")
 
 
+def _check_container_spec(spec: dict[str, Any]) -> None:
+    """ModelContainerSpec's types (google/cloud/aiplatform/v1/model.proto): a command or its
+    env is run as given (predictors/container.py), so a malformed one is refused at upload."""
+    for field in ("command", "args"):
+        string_list(spec.get(field), f"containerSpec.{field}")
+    for item in spec.get("env") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(
+                item.get("value", ""), str):
+            raise InvalidArgument("Invalid JSON payload received. containerSpec.env must be a "
+                                  'list of {"name": string, "value": string}.')
+    for field in ("predictRoute", "healthRoute"):
+        route = spec.get(field, "/")
+        if not isinstance(route, str) or not route.startswith("/"):
+            raise InvalidArgument(f"containerSpec.{field} must be a path starting with '/'.")
+
+
 def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:
     auth.authorize(emu, caller, "aiplatform.models.upload", parent)
     body = require_object(body, "UploadModelRequest")
     model = require_object(body.get("model"), "model")
     if not model.get("displayName"):
         raise InvalidArgument("Model.display_name is required.")
-    image = optional_object(model.get("containerSpec"), "containerSpec").get("imageUri", "")
+    spec = optional_object(model.get("containerSpec"), "containerSpec")
+    image = spec.get("imageUri", "")
     if not image:
         raise InvalidArgument("Model.container_spec.image_uri is required.")
+    _check_container_spec(spec)
     uri = model.get("artifactUri", "")
     if vr.framework_of(image) and not uri:
         raise InvalidArgument(f"Model.artifact_uri is required for the prebuilt image {image}.")
