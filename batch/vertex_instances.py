@@ -29,6 +29,9 @@ from typing import Any
 
 OBJECT, ARRAY = "object", "array"
 FIELDS = ("instanceType", "keyField", "includedFields", "excludedFields")
+#: Most field names a list may give (BigQuery's most columns a table may have): every
+#: instance is looked up by them.
+MAX_FIELDS = 10_000
 
 
 def problem(config: dict[str, Any], instances_format: str) -> str:
@@ -55,6 +58,8 @@ def problem(config: dict[str, Any], instances_format: str) -> str:
     for name in ("includedFields", "excludedFields"):
         if not all(isinstance(f, str) and f for f in config.get(name) or []):
             return f"instance_config.{_snake(name)} must be a list of field names."
+        if len(config.get(name) or []) > MAX_FIELDS:
+            return f"instance_config.{_snake(name)} may name at most {MAX_FIELDS} fields."
     return ""
 
 
@@ -102,8 +107,8 @@ class InstanceConfig:
             if self.key_field not in instance:
                 raise ValueError(f'The instance has no key field "{self.key_field}".')
             shown = {"key": instance[self.key_field]}
-        names = self.included or [n for n in instance
-                                  if n != self.key_field and n not in self.excluded]
+        skip = {self.key_field, *self.excluded}
+        names = self.included or [n for n in instance if n not in skip]
         missing = [n for n in names if n not in instance]
         if missing:
             raise ValueError(f"The instance has no field {', '.join(map(repr, missing))} that "

@@ -27,6 +27,7 @@ from batch.vertex_instances import InstanceConfig, problem
     ({"excludedFields": ["a"]}, "tf-record-gzip", "excluded_fields cannot be used"),
     ({"includedFields": [""]}, "jsonl", "included_fields must be a list of field names"),
     ({"keyField": ["k"]}, "jsonl", "key_field must be a field name"),
+    ({"excludedFields": ["f"] * 10_001}, "jsonl", "may name at most 10000 fields"),
 ])
 def test_invalid_combinations_are_refused_saying_why(config: dict[str, Any], fmt: str,
                                                      words: str) -> None:
