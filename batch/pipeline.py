@@ -102,7 +102,8 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         try:
             self.predictor = load_predictor(self.spec)
             self.decoder = records.Decoder(self.predictor, self.spec.signature_name,
-                                           built=self.spec.built_records)
+                                           built=self.spec.built_records,
+                                           online=self.spec.layout == "vertex")
             self.instances = vertex_inputs.instance_config(self.spec)
         except Exception as exc:  # noqa: BLE001 - the job fails saying why, once
             # Beam re-raises a DoFn's exception as a new one of its type built from its text;

@@ -181,6 +181,37 @@ def test_tfrecords_are_b64_instances(env: dict[str, Any]) -> None:
     job.delete()
     model.delete()
 
+    # A TensorFlow model whose one input is a string tensor takes the records' bytes: here
+    # serialized tf.train.Examples it parses, in a tf-record-gzip file.
+    class Parse(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, examples: Any) -> dict[str, Any]:
+            x = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([2], tf.float32)})["x"]
+            return {"total": tf.reduce_sum(x, axis=1)}
+
+    parse = Parse()
+    tf.saved_model.save(parse, str(env["base"] / "parse"), signatures={"serving_default": parse.serve})
+    pairs = [[1.5, 2.0], [-4.0, 0.25]]
+    path = env["base"] / "examples.tfrecord.gz"
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for pair in pairs:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(
+                float_list=tf.train.FloatList(value=pair))})).SerializeToString())
+    bucket.blob("tfrecords/examples.gz").upload_from_filename(str(path))
+    model = aiplatform.Model.upload(
+        display_name="parse", artifact_uri=str(env["base"] / "parse"),
+        serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest")
+    job = aiplatform.BatchPredictionJob.create(
+        job_display_name="examples", model_name=model.resource_name,
+        instances_format="tf-record-gzip", gcs_source=f"gs://{BUCKET}/tfrecords/examples.gz",
+        gcs_destination_prefix=f"gs://{BUCKET}/tfrecords/tf-out", sync=True)
+    assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+    lines = _outputs(bucket, job)["predictions_00000.jsonl"]
+    # One output: the bare value, as online prediction (TF Serving's row format) answers.
+    assert [line["prediction"] for line in lines] == [3.5, -3.75], lines
+    job.delete()
+    model.delete()
+
 
 def _routine_model(aiplatform: Any, base: Path) -> Any:
     routine = base / "routine"
