@@ -87,7 +87,6 @@ class ShardDoFn(PredictDoFn):
                     out.write(records.result_lines(rows).encode() + b"\n")
         yield {"predictions": count, "errors": dict(collections.Counter(bad)), "keys": keys}
 
-
     def _vertex_shard(self, index: int, rng: sources.Range) -> dict[str, Any]:
         """A Vertex AI job's range: its prediction and error lines written to its own
         predictions_/errors_ shard `index` (vertex_records.py's names, PredictDoFn's lines)."""
