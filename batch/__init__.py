@@ -9,9 +9,11 @@ the same pipeline over its own predictors:
   records.py   decoding one input record into an instance, encoding one result line (no Beam)
   sources.py   the inputs through Beam's FileSystems: patterns to byte ranges, ranges to records
   vertex_csv.py  Vertex AI's csv input: a row to an instance (no Beam)
-  vertex_inputs.py  Vertex AI's csv and file-list inputs read as JSON instances (other formats:
-               sources.py)
-  vertex_records.py  Vertex AI's output lines: instance beside prediction or error (no Beam)
+  vertex_inputs.py  Vertex AI's csv, file-list and tf-record inputs read as JSON instances
+               (other formats: sources.py)
+  vertex_instances.py  Vertex AI's instanceConfig: the instance sent, what the line shows (no Beam)
+  vertex_records.py  Vertex AI's output lines and file names: instance (or key) beside
+               prediction or error (no Beam)
   pipeline.py  the Beam graph: ranges -> batches of records -> PredictDoFn -> WriteToText shards
   distributed.py  the graph Beam's DaskRunner gets instead: one shard-writing task per range
   launcher.py  the server side: hand a job to a warm runner, watch it, cancel it

@@ -96,12 +96,16 @@ def short(message: str) -> str:
 class Decoder:
     """How a job turns its records into instances, fixed once the model is loaded."""
 
-    def __init__(self, predictor: Predictor, signature_name: str, built: bool = False) -> None:
-        """`built`: the records are JSON instances the job's reader made (Vertex AI's csv and
-        file-list inputs), never fed to a model as they are."""
+    def __init__(self, predictor: Predictor, signature_name: str, built: bool = False,
+                 online: bool = False) -> None:
+        """`built`: the records are JSON instances the job's reader made (Vertex AI's csv,
+        file-list and tf-record inputs), never fed to a model as they are. `online`: each
+        record is a JSON instance and each prediction is what online prediction answers for it
+        (a Vertex AI job: its model server's `predictions`, so a TensorFlow signature with one
+        output gives the bare value), not the service's rowified batch form."""
         self.raw = False
         self.output_names: list[str] = []
-        if predictor.framework == predictors.TENSORFLOW:
+        if predictor.framework == predictors.TENSORFLOW and not online:
             # TensorFlowPredictor.select: the signature predict will run (same rules).
             select: Any = getattr(predictor, "select", None)
             sig = select(signature_name or None)

@@ -1,10 +1,16 @@
-"""Vertex AI's `csv` and `file-list` batch inputs read through Beam's FileSystems: each file's
-records become JSON instances here, in the reading step, so the predicting step decodes them like
-any jsonl record (records.Decoder with `built`); every other format is batch/sources.py's.
+"""Vertex AI's `csv`, `file-list` and `tf-record` batch inputs read through Beam's FileSystems:
+each file's records become JSON instances here, in the reading step, so the predicting step
+decodes them like any jsonl record (records.Decoder with `built`); jsonl and ml v1's formats are
+batch/sources.py's as read.
+
+- tf-record, tf-record-gzip: each record's bytes are the instance `{"b64": "<base64>"}`, whatever
+  they hold (Vertex AI never parses a record as JSON, unlike ml v1, batch/records.py).
 
 - csv (batch/vertex_csv.py has the rules): a file is read whole, its first line the header, each
   other line one row; a row that is no instance is a `Refused` record (one line of the errors
-  file). A file whose header is not a CSV line fails the job.
+  file). A file whose header is not a CSV line fails the job. When the job's instanceConfig
+  names fields, a row is the object of the header's names (batch/vertex_instances.py then
+  makes the model's instance of it).
 - file-list: each line of a list file names one file, a gs:// URI or (as for a job's own inputs)
   an absolute local path, which must resolve under the server's data roots (MLEMU_DATA_ROOTS,
   JobSpec.data_roots) as a directly named input must; that file's bytes are the instance
@@ -28,6 +34,7 @@ from apache_beam.io.filesystems import FileSystems
 from batch import sources, vertex_csv
 from batch.records import Oversized, Refused
 from batch.spec import CSV_INPUT, FILE_LIST_INPUT, JobSpec
+from batch.vertex_instances import InstanceConfig
 from core import wirejson
 
 #: Largest file a file-list names that a job reads (its base64 text, 4/3 of it, still fits
@@ -37,16 +44,35 @@ MAX_LISTED_FILE_BYTES = 16 * 1024 * 1024
 READ_ANSWER_S = 120.0
 
 
+def instance_config(spec: JobSpec) -> InstanceConfig:
+    """The job's instanceConfig (batch/vertex_instances.py)."""
+    return InstanceConfig.from_request(spec.instance_config, spec.data_format == CSV_INPUT)
+
+
 def batches(spec: JobSpec, rng: sources.Range, size: int) -> Iterator[list[bytes]]:
     """A range's records, `size` at a time (fewer when they hold more than
-    sources.BATCH_BYTES): csv rows and listed files as JSON instances, other formats as read."""
+    sources.BATCH_BYTES): csv rows, listed files and a Vertex AI job's TFRecords as JSON
+    instances, other formats as read."""
     if spec.data_format == CSV_INPUT:
-        yield from _by_bytes(csv_records(rng[0], size), size)
+        named = instance_config(spec).names_fields
+        yield from _by_bytes(csv_records(rng[0], size, named), size)
     elif spec.data_format == FILE_LIST_INPUT:
         answer_s = max(spec.storage_answer_s, READ_ANSWER_S)
         yield from _by_bytes(listed_records(rng[0], spec.data_roots, answer_s), size)
+    elif spec.built_records:  # Vertex AI's tf-record, tf-record-gzip
+        for batch in sources.batches(spec.data_format, rng, size):
+            yield [b64_record(record) for record in batch]
     else:
         yield from sources.batches(spec.data_format, rng, size)
+
+
+def b64_record(record: bytes) -> bytes:
+    """A TFRecord's data as the instance `{"b64": "<base64>"}` (the proto's InstanceConfig
+    .instance_type: "For `tf-record`/`tf-record-gzip`, each record will be converted to an
+    object in the format of `{"b64": <value>}`"); an Oversized record stays one."""
+    if isinstance(record, Oversized):
+        return record
+    return b'{"b64":"' + base64.b64encode(record) + b'"}'
 
 
 def _by_bytes(records: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
@@ -62,15 +88,16 @@ def _by_bytes(records: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
         yield batch
 
 
-def csv_records(path: str, size: int) -> Iterator[bytes]:
-    """A CSV file's data rows, each a JSON array or a Refused record; ValueError (the job
-    fails) when its first line is not a header."""
-    columns = -1
+def csv_records(path: str, size: int, named: bool = False) -> Iterator[bytes]:
+    """A CSV file's data rows, each a JSON array (`named`: an object of the header's names, for
+    an instanceConfig naming fields) or a Refused record; ValueError (the job fails) when its
+    first line is not a header, or (`named`) names a column twice."""
+    names: list[str] = []
     number = 0
     for lines in sources.text_batches(path, 0, -1, size):
         for line in lines:
-            if columns < 0:
-                columns = _columns(path, line)
+            if not names:
+                names = _names(path, line, named)
                 continue
             number += 1
             if isinstance(line, Oversized):
@@ -78,27 +105,30 @@ def csv_records(path: str, size: int) -> Iterator[bytes]:
                               f"longer than a record may be.")
                 continue
             try:
-                row = vertex_csv.instance(line, columns)
+                row = vertex_csv.instance(line, len(names))
             except ValueError as exc:
                 yield Refused(vertex_csv.row_error(number, line, str(exc)))
                 continue
-            yield _json_array(row)
+            yield _json(dict(zip(names, row, strict=True)) if named else row)
 
 
-def _columns(path: str, line: bytes) -> int:
+def _names(path: str, line: bytes, named: bool) -> list[str]:
     if not isinstance(line, Oversized):
         try:
             names = vertex_csv.header(line)
         except ValueError as exc:
             raise ValueError(f"The first line of CSV input {path} must be its header: "
                              f"{exc}.") from None
+        if named and len(set(names)) < len(names):
+            raise ValueError(f"The header of CSV input {path} names a column twice, so "
+                             "instance_config cannot name its fields.")
         if names != [""]:
-            return len(names)
+            return names
     raise ValueError(f"The first line of CSV input {path} must be its header (the names of its "
                      "columns), and it is not.")
 
 
-def _json_array(row: list[object]) -> bytes:
+def _json(row: object) -> bytes:
     return wirejson.dumps(row)  # NaN and Infinity too, as an unquoted "nan" reads
 
 

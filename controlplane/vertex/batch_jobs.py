@@ -6,7 +6,8 @@ them on the task runner's long-task threads).
 Inputs: `instancesFormat` jsonl, csv, tf-record, tf-record-gzip and file-list from
 `gcsSource.uris` (gs:// or local paths under MLEMU_DATA_ROOTS; batch/vertex_inputs.py reads csv
 and file-list); BigQuery (`bigquerySource`, `bigqueryDestination`) is refused with UNIMPLEMENTED
-saying so, as is an `instanceConfig` (not applied). Output: jsonl under
+saying so. An `instanceConfig` is checked here (batch/vertex_instances.py, `problem`) and
+applied by the job's workers. Output: jsonl under
 `gcsDestination.outputUriPrefix`/prediction-<model>-<time>/, reported in
 `outputInfo.gcsOutputDirectory`. Every framework runs (unlike ml v1's TensorFlow-only batch
 prediction).
@@ -18,6 +19,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 import auth
+from batch import vertex_instances
 from batch.spec import CSV_INPUT, FILE_LIST_INPUT
 from controlplane.vertex import listing
 from controlplane.vertex.common import (
@@ -89,12 +91,11 @@ def _check_io(emu: Emulator, body: dict[str, Any], model: str) -> tuple[list[str
     if not uris or not all(uris):
         raise InvalidArgument("input_config.gcs_source.uris must name at least one file.")
     config = optional_object(body.get("instanceConfig"), "instanceConfig")
-    if any(config.get(f) for f in ("instanceType", "keyField", "includedFields",
-                                   "excludedFields")):
-        # Not applied rather than ignored: it would change every instance and output line.
-        raise Unimplemented("BatchPredictionJob.instance_config (instance_type, key_field, "
-                            "included_fields, excluded_fields) is not emulated by mlemu: each "
-                            "input is sent to the model as instances_format gives it.")
+    for field in ("includedFields", "excludedFields"):
+        string_list(config.get(field), f"instance_config.{field}")
+    why = vertex_instances.problem(config, fmt)
+    if why:
+        raise InvalidArgument(why)
     out = require_object(body.get("outputConfig"), "output_config")
     written = str(out.get("predictionsFormat") or "jsonl")
     if written == "bigquery" or out.get("bigqueryDestination"):
@@ -138,8 +139,8 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
            "dedicated_resources.max_replica_count", MAX_REPLICAS)
     name = f"{parent}/batchPredictionJobs/{vr.new_id()}"
     now = now_rfc3339()
-    keep = ("displayName", "inputConfig", "outputConfig", "dedicatedResources", "labels",
-            "manualBatchTuningParameters", "modelParameters")
+    keep = ("displayName", "inputConfig", "instanceConfig", "outputConfig", "dedicatedResources",
+            "labels", "manualBatchTuningParameters", "modelParameters")
     doc = {"name": name, **{k: body[k] for k in keep if k in body}, "model": model_doc["name"],
            "modelVersionId": vid, "state": PENDING, "createTime": now, "updateTime": now,
            "outputInfo": {"gcsOutputDirectory": _output_dir(prefix, version.get("displayName",

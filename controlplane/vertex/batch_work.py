@@ -75,7 +75,8 @@ def build_spec(emu: Emulator, doc: dict[str, Any]) -> JobSpec:
         storage_emulator_host=settings.storage_emulator_host or "", layout="vertex",
         # Matched inputs and the files a file-list names resolve under these (batch/sources.py,
         # batch/vertex_inputs.py), as the create checked the paths as written.
-        data_roots=None if emu.data_sources.roots is None else list(emu.data_sources.roots))
+        data_roots=None if emu.data_sources.roots is None else list(emu.data_sources.roots),
+        instance_config=doc.get("instanceConfig") or None)
 
 
 def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:

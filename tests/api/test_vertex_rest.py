@@ -311,9 +311,18 @@ def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
             ({"inputConfig": {"instancesFormat": "parquet", "gcsSource": {"uris": ["gs://b/x"]}}},
              400, f'Instance format "parquet" is not supported for Model {model}. Supported '
                   "values are: [jsonl, csv, tf-record, tf-record-gzip, file-list]."),
-            ({"instanceConfig": {"keyField": "id"}}, 501, "instance_config (instance_type, "
-             "key_field, included_fields, excluded_fields) is not emulated by mlemu"),
-            ({"instanceConfig": {"includedFields": ["a"]}}, 501, "instance_config"),
+            ({"instanceConfig": {"instanceType": "object"}, "inputConfig": {
+                "instancesFormat": "csv", "gcsSource": {"uris": ["gs://b/in.csv"]}}}, 400,
+             'instance_config.instance_type "object" does not apply to instances_format "csv"'),
+            ({"instanceConfig": {"instanceType": "tensor"}}, 400,
+             'instance_config.instance_type "tensor" is not supported.'),
+            ({"instanceConfig": {"includedFields": ["a"], "excludedFields": ["b"]}}, 400,
+             "included_fields and instance_config.excluded_fields cannot both be set"),
+            ({"instanceConfig": {"keyField": "id"}, "inputConfig": {
+                "instancesFormat": "file-list", "gcsSource": {"uris": ["gs://b/in.txt"]}}}, 400,
+             'instance_config key_field cannot be used with instances_format "file-list"'),
+            ({"instanceConfig": {"includedFields": "a"}}, 400, "must be a list of strings"),
+            ({"instanceConfig": {"keyField": 7}}, 400, "key_field must be a field name"),
             ({"instanceConfig": []}, 400, "instanceConfig must be a JSON object"),
             ({"model": f"{model}@7"}, 404, "not found")):
         answer = call(client, "POST", f"{LOC}/batchPredictionJobs", {**base, **change})

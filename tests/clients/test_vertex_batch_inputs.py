@@ -1,8 +1,10 @@
-"""Vertex AI batch prediction from `csv` and `file-list` inputs through Google's own SDK
-(google-cloud-aiplatform's REST transport, `BatchPredictionJob.create(..., sync=True)`) against a
-live server, inputs and outputs in a real Cloud Storage emulator: each CSV row an array instance
-(quoted strings, unquoted numbers), bad rows in errors_00000.jsonl; each listed file a
-`{"b64": ...}` instance for a Custom Prediction Routine, files outside MLEMU_DATA_ROOTS refused.
+"""Vertex AI batch prediction from `csv`, `file-list` and `tf-record` inputs through Google's own
+SDK (google-cloud-aiplatform's REST transport, `BatchPredictionJob.create(..., sync=True)`)
+against a live server, inputs and outputs in a real Cloud Storage emulator: each CSV row an array
+instance (quoted strings, unquoted numbers), bad rows in errors_00000.jsonl; each listed file and
+each TFRecord record a `{"b64": ...}` instance for a Custom Prediction Routine, files outside
+MLEMU_DATA_ROOTS refused; an `instanceConfig` (keyField, includedFields, excludedFields,
+instanceType) through aiplatform_v1's JobServiceClient, for jsonl and csv.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,16 +125,10 @@ def test_listed_files_are_b64_instances(env: dict[str, Any], tmp_path: Path) -> 
     (data / "local.bin").write_bytes(b"\x00local")
     outside = tmp_path / "outside.bin"
     outside.write_bytes(b"not yours")
-    routine = env["base"] / "routine"
-    routine.mkdir()
-    (routine / "sizes_routine.py").write_text(ROUTINE)
     listed = [f"gs://{BUCKET}/files/a.png", f"gs://{BUCKET}/files/b.txt", "",
               str(data / "local.bin"), str(outside), f"gs://{BUCKET}/files/missing.bin"]
     bucket.blob("lists/files.txt").upload_from_string("\n".join(listed) + "\n")
-    model = aiplatform.Model.upload(
-        display_name="sizes", artifact_uri=str(routine),
-        serving_container_image_uri="us-docker.pkg.dev/me/sizes:1",
-        serving_container_environment_variables={"MLEMU_PREDICTOR_CLASS": "sizes_routine.Sizes"})
+    model = _routine_model(aiplatform, env["base"])
     job = aiplatform.BatchPredictionJob.create(
         job_display_name="files", model_name=model.resource_name, instances_format="file-list",
         gcs_source=f"gs://{BUCKET}/lists/files.txt",
@@ -151,4 +148,138 @@ def test_listed_files_are_b64_instances(env: dict[str, Any], tmp_path: Path) -> 
     assert missing["instance"] is None and missing["error"]["message"].startswith(
         f"gs://{BUCKET}/files/missing.bin cannot be read: ")
     job.delete()
+    model.delete()
+
+
+def test_tfrecords_are_b64_instances(env: dict[str, Any]) -> None:
+    """Each TFRecord record is sent as `{"b64": ...}` whatever it holds (JSON text too), the
+    instance of its output line; written by TensorFlow's own writer, as a user would."""
+    import tensorflow as tf
+
+    aiplatform, bucket = env["aiplatform"], env["bucket"]
+    datas = [b'{"not": "parsed"}', tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5, 2.0]))}))
+        .SerializeToString(), b"\x00\xffraw"]
+    path = env["base"] / "records.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for data in datas:
+            writer.write(data)
+    bucket.blob("tfrecords/in.tfrecord").upload_from_filename(str(path))
+    model = _routine_model(aiplatform, env["base"])
+    job = aiplatform.BatchPredictionJob.create(
+        job_display_name="records", model_name=model.resource_name, instances_format="tf-record",
+        gcs_source=f"gs://{BUCKET}/tfrecords/in.tfrecord",
+        gcs_destination_prefix=f"gs://{BUCKET}/tfrecords/out", sync=True)
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert (job.completion_stats.successful_count, job.completion_stats.failed_count) == (3, 0)
+    files = _outputs(bucket, job)
+    assert files["predictions_00000.jsonl"] == [
+        {"instance": {"b64": base64.b64encode(d).decode()},
+         "prediction": {"bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()}}
+        for d in datas]
+    assert files["errors_00000.jsonl"] == []
+    job.delete()
+    model.delete()
+
+    # A TensorFlow model whose one input is a string tensor takes the records' bytes: here
+    # serialized tf.train.Examples it parses, in a tf-record-gzip file.
+    class Parse(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, examples: Any) -> dict[str, Any]:
+            x = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([2], tf.float32)})["x"]
+            return {"total": tf.reduce_sum(x, axis=1)}
+
+    parse = Parse()
+    tf.saved_model.save(parse, str(env["base"] / "parse"), signatures={"serving_default": parse.serve})
+    pairs = [[1.5, 2.0], [-4.0, 0.25]]
+    path = env["base"] / "examples.tfrecord.gz"
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for pair in pairs:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(
+                float_list=tf.train.FloatList(value=pair))})).SerializeToString())
+    bucket.blob("tfrecords/examples.gz").upload_from_filename(str(path))
+    model = aiplatform.Model.upload(
+        display_name="parse", artifact_uri=str(env["base"] / "parse"),
+        serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest")
+    job = aiplatform.BatchPredictionJob.create(
+        job_display_name="examples", model_name=model.resource_name,
+        instances_format="tf-record-gzip", gcs_source=f"gs://{BUCKET}/tfrecords/examples.gz",
+        gcs_destination_prefix=f"gs://{BUCKET}/tfrecords/tf-out", sync=True)
+    assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+    lines = _outputs(bucket, job)["predictions_00000.jsonl"]
+    # One output: the bare value, as online prediction (TF Serving's row format) answers.
+    assert [line["prediction"] for line in lines] == [3.5, -3.75], lines
+    job.delete()
+    model.delete()
+
+
+def _routine_model(aiplatform: Any, base: Path) -> Any:
+    routine = base / "routine"
+    routine.mkdir(exist_ok=True)
+    (routine / "sizes_routine.py").write_text(ROUTINE)
+    return aiplatform.Model.upload(
+        display_name="sizes", artifact_uri=str(routine),
+        serving_container_image_uri="us-docker.pkg.dev/me/sizes:1",
+        serving_container_environment_variables={"MLEMU_PREDICTOR_CLASS": "sizes_routine.Sizes"})
+
+
+def _run_job(aiplatform: Any, client: Any, job: Any) -> Any:
+    """Create a job through JobServiceClient (the SDK's BatchPredictionJob.create has no
+    instance_config) and wait for its end (a generous bound, never a target)."""
+    created = client.create_batch_prediction_job(
+        parent="projects/demo/locations/us-central1", batch_prediction_job=job)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        got = client.get_batch_prediction_job(name=created.name)
+        if got.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"):
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"{created.name} did not end")
+
+
+def test_instance_config_key_and_fields(env: dict[str, Any]) -> None:
+    """instanceConfig through google.cloud.aiplatform_v1's JobServiceClient (REST): jsonl
+    objects sent as arrays of includedFields with the key in the output line; csv rows with a
+    key column and an excluded one."""
+    from google.cloud import aiplatform_v1
+
+    aiplatform, bucket = env["aiplatform"], env["bucket"]
+    model_dir = env["base"] / "keyed"
+    fitted = modelkit.sklearn_model(model_dir, kind="linreg", seed=2)
+    model = aiplatform.Model.upload(display_name="keyed", artifact_uri=str(model_dir),
+                                    serving_container_image_uri=IMAGE)
+    client = aiplatform.initializer.global_config.create_client(
+        client_class=aiplatform.utils.JobClientWithOverride)
+    rows = {"a": [5.1, 3.5, 1.4, 0.2], "b": [-1.0, 0.5, 2.0, -0.3]}
+    names = ["sl", "sw", "pl", "pw"]
+    bucket.blob("keyed/in.jsonl").upload_from_string("".join(
+        json.dumps({"note": "n", **dict(zip(reversed(names), reversed(v))), "id": k}) + "\n"
+        for k, v in rows.items()) + '{"sl": 1, "sw": 2, "pl": 3, "pw": 4}\n')
+    bucket.blob("keyed/in.csv").upload_from_string('"id","sl","sw","drop","pl","pw"\n' + "".join(
+        f'"{k}",{v[0]},{v[1]},"x",{v[2]},{v[3]}\n' for k, v in rows.items()))
+    expected = np.asarray(fitted.predict(np.asarray(list(rows.values())))).tolist()
+    for fmt, config in (("jsonl", aiplatform_v1.BatchPredictionJob.InstanceConfig(
+            instance_type="array", key_field="id", included_fields=names)),
+                        ("csv", aiplatform_v1.BatchPredictionJob.InstanceConfig(
+                            key_field="id", excluded_fields=["drop"]))):
+        job = _run_job(aiplatform, client, aiplatform_v1.BatchPredictionJob(
+            display_name=f"keyed-{fmt}", model=model.resource_name, instance_config=config,
+            input_config=aiplatform_v1.BatchPredictionJob.InputConfig(
+                instances_format=fmt, gcs_source=aiplatform_v1.GcsSource(
+                    uris=[f"gs://{BUCKET}/keyed/in.{fmt}"])),
+            output_config=aiplatform_v1.BatchPredictionJob.OutputConfig(
+                predictions_format="jsonl", gcs_destination=aiplatform_v1.GcsDestination(
+                    output_uri_prefix=f"gs://{BUCKET}/keyed/out-{fmt}"))))
+        assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+        assert job.instance_config == config
+        files = _outputs(bucket, aiplatform.BatchPredictionJob(job.name))
+        predictions = files["predictions_00000.jsonl"]
+        assert [p["key"] for p in predictions] == ["a", "b"]
+        assert all("instance" not in p for p in predictions)
+        assert [p["prediction"] for p in predictions] == pytest.approx(expected)
+        if fmt == "jsonl":  # the line without its key is its own error
+            assert files["errors_00000.jsonl"] == [{
+                "instance": {"sl": 1, "sw": 2, "pl": 3, "pw": 4},
+                "error": {"status": "INVALID_ARGUMENT",
+                          "message": 'The instance has no key field "id".'}}]
     model.delete()
