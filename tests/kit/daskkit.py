@@ -7,7 +7,9 @@ package list, setup.py's generated gRPC modules), built offline, within BUILD_S,
 what the build reads (BUILD_FILES and the listed packages) in a temporary directory, so the
 checkout gets no build/ or *.egg-info. Each worker installs it with `pip install --target` into
 its own directory and runs with only that directory (not the repository) on its path, as a
-machine given the wheel would.
+machine given the wheel would: Beam's DaskRunner stages no package (apache_beam/runners/dask/
+dask_runner.py only connects a `dask.distributed` Client; `--extra_package` is for the runners
+that stage, docs/batch.md), so on Dask the wheel is installed on every machine.
 """
 
 from __future__ import annotations
