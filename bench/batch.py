@@ -132,7 +132,7 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
     peak = [0.0, 0.0]  # RSS, PSS (forked workers share their fork server's pages)
     workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
     before_workers = [0.0, 0.0]  # the pipeline process's CPU and wait when a worker appeared
-    waits: dict[int, float] = {}  # pid -> run-queue delay last seen
+    threads: dict[int, dict[int, tuple[int, int]]] = {}  # pid -> tid -> (CPU, wait) last seen
 
     def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
         tick = 0
@@ -143,14 +143,14 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
                     peak[0] = max(peak[0], mem["rss_mib"])
                     peak[1] = max(peak[1], mem["pss_mib"])
                 root = _process_cpu(run.proc.pid)
-                waits[run.proc.pid] = _process_wait(run.proc.pid)
+                _thread_times(run.proc.pid, threads)
                 for pid in measure.tree(run.proc.pid)[1:]:
                     role = _role(pid, run.proc.pid)
                     if role == "worker":
                         workers[pid] = _process_cpu(pid)
-                        waits[pid] = _process_wait(pid)
+                        _thread_times(pid, threads)
                 if not workers:
-                    before_workers[:] = root, waits[run.proc.pid]
+                    before_workers[:] = root, _busiest_wait(threads.get(run.proc.pid, {}))
             tick += 1
             time.sleep(0.1)
 
@@ -165,7 +165,7 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
     cpu_s = run.proc.cpu_s
     path = before_workers[0] + max(workers.values()) if workers else cpu_s
     busiest = max(workers, key=workers.__getitem__) if workers else run.proc.pid
-    wait = before_workers[1] + waits.get(busiest, 0.0) if workers else waits.get(busiest, 0.0)
+    wait = _busiest_wait(threads.get(busiest, {})) + (before_workers[1] if workers else 0.0)
     return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
             "wait_s": wait, "free_s": seconds - wait,
             "peak_rss_mib": peak[0], "peak_pss_mib": peak[1]}
@@ -178,16 +178,22 @@ def _role(pid: int, pipeline: int) -> str:
     return "forkserver" if ppid == pipeline else "worker"
 
 
-def _process_wait(pid: int) -> float:
-    """Seconds the busiest thread of `pid` (the most CPU: the one doing the work) has been
-    runnable but not running, its run-queue delay. One thread, not their sum: a worker's gRPC
-    threads wait for a CPU at the same time as its work does."""
-    busiest = (-1, 0)
+def _thread_times(pid: int, seen: dict[int, dict[int, tuple[int, int]]]) -> None:
+    """Record each thread of `pid`'s CPU time and run-queue delay (ns, /proc schedstat) into
+    seen[pid]; a thread that has ended keeps its last figures (a worker's work thread ends
+    before the process does)."""
+    mine = seen.setdefault(pid, {})
     for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            cpu, wait = (int(x) for x in (task / "schedstat").read_text().split()[:2])
-            busiest = max(busiest, (cpu, wait))
-    return busiest[1] / 1e9
+        with contextlib.suppress(OSError, ValueError):
+            cpu, wait = (task / "schedstat").read_text().split()[:2]
+            mine[int(task.name)] = (int(cpu), int(wait))
+
+
+def _busiest_wait(times: dict[int, tuple[int, int]]) -> float:
+    """Seconds the busiest thread (the most CPU: the one doing the work) was runnable but not
+    running. One thread, not their sum: a worker's gRPC threads wait for a CPU at the same time
+    as its work does."""
+    return max(times.values(), default=(0, 0))[1] / 1e9
 
 
 def _process_cpu(pid: int) -> float:
