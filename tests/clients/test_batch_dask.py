@@ -1,12 +1,12 @@
 """An ml v1 batch prediction job on Beam's DaskRunner against a `dask.distributed` cluster: a
-scheduler and two workers as separate processes on 127.0.0.1 (tests/daskkit.py), each worker
-with its own install of mlemu's worker packages built as a wheel and nothing of the repository
-on its path; the model, the inputs and the outputs in gs:// (the Cloud Storage emulator), so no
-process reads another's disk. The server is started with MLEMU_BEAM_RUNNER=DaskRunner and
-MLEMU_BEAM_OPTIONS naming the scheduler, as docs/batch.md says. The job's results equal online
-:predict's, a bad line is counted in prediction.errors_stats, and both workers did work; a
-cancelled job's process is gone and the scheduler drops its tasks. A Vertex AI job on the same
-cluster writes Vertex AI's files.
+scheduler and two workers as separate processes on 127.0.0.1 (tests/kit/daskkit.py), each with
+its own install of mlemu's real wheel (the repository's `pip wheel .`) and nothing of the
+repository on its path; the model, the inputs and the outputs in gs:// (the Cloud Storage
+emulator), so no process reads another's disk. The server is started with
+MLEMU_BEAM_RUNNER=DaskRunner and MLEMU_BEAM_OPTIONS naming the scheduler, as docs/batch.md says.
+The job's results equal online :predict's, a bad line is counted in prediction.errors_stats, and
+both workers did work; a cancelled job's process is gone and the scheduler drops its tasks. A
+Vertex AI job on the same cluster writes Vertex AI's files.
 """
 
 from __future__ import annotations
@@ -108,9 +108,12 @@ def served(cluster: daskkit.DaskCluster, gcs_emulator: Any,
 def test_a_job_runs_on_two_dask_workers_through_gs(cluster: daskkit.DaskCluster,
                                                    served: dict[str, Any]) -> None:
     ml, storage, client = served["ml"], served["storage"], served["client"]
-    # Each worker imports mlemu from its own install of the wheel.
+    # Each worker imports mlemu from its own install of the wheel, the real one: with the gRPC
+    # modules setup.py generates into the build (a checkout has them only after `make protos`).
     assert sorted(client.run(_module_file, "batch.pipeline").values()) == sorted(
         str(site / "batch" / "pipeline.py") for site in cluster.sites)
+    assert sorted(client.run(_module_file, "protocols._generated.grps_pb2").values()) == sorted(
+        str(site / "protocols" / "_generated" / "grps_pb2.py") for site in cluster.sites)
     before = client.run(_executed)
     online = ml.projects().predict(name=f"{P}/models/sk",
                                    body={"instances": ROWS}).execute()["predictions"]
