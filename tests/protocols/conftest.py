@@ -136,7 +136,7 @@ def grpc_processes(live: LiveServer) -> set[int]:
     port = int(live.grpc_target.rsplit(":", 1)[1])
     listening = sockets_on(port, state="0A")  # TCP_LISTEN
     return {pid for pid in descendants(live.proc.pid)
-            if any(_link(fd) in listening for fd in _fds(pid))}
+            if any(link_target(fd) in listening for fd in _fds(pid))}
 
 
 def descendants(pid: int) -> set[int]:
@@ -195,12 +195,12 @@ def serving_pid(live: LiveServer, channel: grpc.Channel) -> int:
     server side of the one established TCP connection on the gRPC port, from /proc."""
     assert live.grpc_target
     inodes = sockets_on(int(live.grpc_target.rsplit(":", 1)[1]), state="01")
-    holders = {pid for pid in grpc_processes(live) for fd in _fds(pid) if _link(fd) in inodes}
+    holders = {pid for pid in grpc_processes(live) for fd in _fds(pid) if link_target(fd) in inodes}
     assert len(holders) == 1, (holders, inodes)
     return holders.pop()
 
 
-def _link(fd: Path) -> str:
+def link_target(fd: Path) -> str:
     try:
         return str(fd.readlink())
     except OSError:  # closed meanwhile
