@@ -145,7 +145,11 @@ class _Services:
 
 
 def _message_type(deserialize: Any) -> str:
-    """The full name of the message a generated deserializer (`Message.FromString`) parses."""
+    """The full name of the message a generated deserializer (`Message.FromString`) parses,
+    or a lazy one (protocols/vertex_grpc.py) names."""
+    named = getattr(deserialize, "message_type", None)
+    if isinstance(named, str):
+        return named
     descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     return str(getattr(descriptor, "full_name", "request"))
 
