@@ -100,4 +100,9 @@ SETTINGS = (
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
     Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
     Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
+    Var("vertex_local_containers", ("MLEMU_VERTEX_LOCAL_CONTAINERS",), BOOLEAN),
+    Var("vertex_container_commands", ("MLEMU_VERTEX_CONTAINER_COMMANDS",), LIST),
+    Var("vertex_container_start_s", ("MLEMU_VERTEX_CONTAINER_START_S",), FLOAT),
+    Var("vertex_container_timeout_s", ("MLEMU_VERTEX_CONTAINER_TIMEOUT_S",), FLOAT),
+    Var("vertex_max_containers", ("MLEMU_VERTEX_MAX_CONTAINERS",), INTEGER),
 )

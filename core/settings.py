@@ -17,6 +17,7 @@ from pathlib import Path
 
 from core.container_settings import VertexSettings
 from core.envvars import (
+    SettingsError,
     read,
     write,
 )
@@ -132,6 +133,17 @@ class Settings:
     worker_class: str = "mlemu"
     #: Bytes of request-response log rows the store keeps in all; the oldest go first.
     request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
+    #: Vertex AI models with a custom image and a containerSpec.command run that command as a
+    #: local process (predictors/container.py); off refuses them with FAILED_PRECONDITION.
+    vertex_local_containers: bool = False
+    #: Executables containerSpec.command[0] may name; required with IAM enforced.
+    vertex_container_commands: tuple[str, ...] | None = None
+    #: Seconds a started container has to answer 200 on its health route.
+    vertex_container_start_s: float = 120.0
+    #: Seconds one call to a container's predict route may take.
+    vertex_container_timeout_s: float = 60.0
+    #: Container processes each serving process runs at most.
+    vertex_max_containers: int = 4
 
     @property
     def metrics_dir(self) -> Path:
@@ -204,6 +216,13 @@ class Settings:
         vertex = VertexSettings.from_env(env.get)
         if vertex is not None:  # Vertex AI routes one HTTP port only: gRPC stays off unless asked
             values.setdefault("grpc_port", 0)
+        if (values.get("vertex_local_containers") and values.get("iam_mode") == "enforce"
+                and not values.get("vertex_container_commands")):
+            # Running a command a model names is running code: with IAM enforced, only the
+            # executables the operator lists.
+            raise SettingsError(
+                "MLEMU_VERTEX_LOCAL_CONTAINERS: with MLEMU_IAM_MODE=enforce, also set "
+                "MLEMU_VERTEX_CONTAINER_COMMANDS to the executables containers may run")
         return cls(**values, vertex=vertex,
                    extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")})
 

@@ -28,6 +28,7 @@ from core import wirejson
 from core.errors import ApiError, InvalidArgument
 from core.payloads import PredictRequest
 from dataplane import vertex as vertex_dataplane
+from predictors.container import container_error
 from protocols.aiplatform import encode_predictions
 from protocols.v2_grpc import InvocationHeaders
 from protocols.vertex import decode_vertex_predict
@@ -84,18 +85,29 @@ class VertexPredictionServicer:
     def RawPredict(self, request: Any, context: grpc.ServicerContext) -> Any:
         caller = self._caller(context)
         vertex_dataplane.admit(self.emu, caller, request.endpoint)
+        target, predictor = vertex_dataplane.resolve(self.emu, caller, request.endpoint,
+                                                     vertex_dataplane.PREDICT)
+        forwarded = vertex_dataplane.forward_raw(self.emu, target, predictor,
+                                                 request.http_body.data,
+                                                 request.http_body.content_type)
+        context.send_initial_metadata(tuple(
+            (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
+        answer = self.types.HttpBody()
+        if forwarded is not None:  # a custom container: its body, or its error as a status
+            status, content_type, data = forwarded
+            if not 200 <= status < 300:
+                raise container_error(status, data)
+            answer.content_type, answer.data = content_type, data
+            return answer
         try:
             body = wirejson.loads(request.http_body.data)
         except wirejson.DecodeError as exc:
             raise InvalidArgument(f"The model server takes a JSON body: {exc}") from None
         if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
             raise InvalidArgument('The model server takes a JSON body {"instances": [...]}.')
-        target, result = vertex_dataplane.predict(
-            self.emu, caller, request.endpoint,
+        result = vertex_dataplane.predict_on(
+            self.emu, target, predictor,
             PredictRequest(body["instances"], body.get("parameters") or {}))
-        context.send_initial_metadata(tuple(
-            (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
-        answer = self.types.HttpBody()
         answer.content_type = "application/json"
         answer.data = wirejson.dumps({"predictions": encode_predictions(result.predictions)})
         return answer
