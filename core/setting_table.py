@@ -62,7 +62,7 @@ SETTINGS = (
     Var("grpc_port", ("MLEMU_GRPC_PORT",), INTEGER, "--grpc-port",
         "gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables)."),
     Var("grpc_workers", ("MLEMU_GRPC_WORKERS",), COUNT, "--grpc-workers",
-        "gRPC server processes sharing the gRPC port (default: as many as gunicorn workers)."),
+        "gRPC server processes of their own (default: none, every gunicorn worker serves gRPC)."),
     Var("iam_mode", ("MLEMU_IAM_MODE",), choice(*IAM_MODES), "--iam-mode",
         "IAM: off allows everything (default); enforce checks every call."),
     Var("iam_config", ("MLEMU_IAM_CONFIG",), FILE, "--iam-config",

@@ -69,7 +69,8 @@ class Settings:
     max_loaded_versions: int = 256
     database_url: str | None = None
     grpc_port: int = DEFAULT_GRPC_PORT
-    #: gRPC server processes on grpc_port (SO_REUSEPORT); None: as many as gunicorn workers.
+    #: gRPC server processes of their own beside gunicorn on grpc_port (SO_REUSEPORT); None:
+    #: gRPC is served inside every gunicorn worker (grpcserve/in_worker.py).
     grpc_workers: int | None = None
     #: A unary gRPC call runs on the server's event loop while that method's recent calls to
     #: its model took at most this many milliseconds; 0: always in the thread pool
@@ -264,15 +265,20 @@ class Settings:
         threads = self.threads or max(MIN_AUTO_THREADS, total // workers)
         return workers, threads
 
-    def grpc_processes(self, cpus: float | None = None) -> int:
-        """gRPC server processes `app.py serve` starts: MLEMU_GRPC_WORKERS, else one per gunicorn
-        worker. One Python process serves gRPC on one core at a time (the GIL); several, sharing
-        the port through SO_REUSEPORT, use as many cores as gunicorn does for HTTP."""
-        return self.grpc_workers or self.worker_layout(cpus)[0]
+    def grpc_in_workers(self) -> bool:
+        """Whether each gunicorn worker serves gRPC itself (grpcserve/in_worker.py): a gRPC port
+        and no MLEMU_GRPC_WORKERS. Sharing the worker's process shares its loaded models and
+        batchers with HTTP, so a model is loaded once per process."""
+        return bool(self.grpc_port) and self.grpc_workers is None
+
+    def grpc_processes(self) -> int:
+        """gRPC server processes of their own that `app.py serve` starts beside gunicorn:
+        MLEMU_GRPC_WORKERS (the separate layout: each loads every model again), else none."""
+        return (self.grpc_workers or 0) if self.grpc_port else 0
 
     def grpc_threads(self) -> int:
-        """Threads running one gRPC process's calls (grpcserve/server.py): MLEMU_THREADS when set (at
-        least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
+        """Threads running one process's gRPC calls (grpcserve/server.py): MLEMU_THREADS when set
+        (at least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
         event loop before a thread gets the call, so threads are for model compute only, and
         fewer of them leave more of the GIL to the loop (bench/NOTES.md, "Figures kept out of the
         code": 4 threads against 8 per gRPC process). Batching merges the calls
