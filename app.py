@@ -183,7 +183,7 @@ def setting_flags(table: tuple[Var, ...]) -> Callable[[Callable[..., Any]], Call
 @setting_flags(SETTINGS)
 @snapshot_options
 def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -> None:
-    """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, and gRPC beside it."""
+    """Serve the emulator under gunicorn with deploy/gunicorn.conf.py, HTTP and gRPC."""
     settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
     # gunicorn runs from the project folder: make relative paths mean what they meant here.
     settings = settings.replace(
@@ -201,6 +201,8 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
     from cli import preflight
 
     preflight.check_start(settings)
+    if settings.grpc_port:  # the processes serving gRPC share the port: nobody else may hold it
+        preflight.check_grpc_port(settings)
     prepare(settings, import_file)  # no controls of a past run; --import, if given
     from boot import QUIET_NATIVE_LOGS
 
@@ -212,14 +214,11 @@ def serve(import_file: Path | None, export_on_exit: Path | None, **flags: Any) -
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "--chdir", str(ROOT),
             "app:app"]
     settings.grps_online_path.unlink(missing_ok=True)  # grps starts offline
-    if settings.grpc_port or export_on_exit is not None:
+    if settings.grpc_processes() or export_on_exit is not None:  # gunicorn is not alone
         from cli import supervisor
 
-        try:  # several gRPC processes share the port: it must be free of anybody else's
-            sys.exit(supervisor.serve(argv, env, ROOT, settings, export_on_exit))
-        except supervisor.PortInUse as exc:
-            raise click.ClickException(str(exc)) from None
-    os.execve(sys.executable, argv, env)
+        sys.exit(supervisor.serve(argv, env, ROOT, settings, export_on_exit))
+    os.execve(sys.executable, argv, env)  # gunicorn's workers serve gRPC too (grpcserve/in_worker.py)
 
 
 def _absolute(uri: str) -> str:

@@ -1,15 +1,18 @@
-"""Fault rules on the ml v1 management surface: each request is named by its method id (as the
-discovery document spells it: `versions.create`, `operations.get`, ...) and handed to the
-controls once, before the method runs (after its credentials were verified).
+"""Fault rules on the ml v1 and Vertex AI management surfaces: each request is named by its
+method id (as the discovery documents spell them: `versions.create`, `operations.get`, ...;
+Vertex AI's `models.upload`, `endpoints.deployModel`, ...: api/vertex_method_ids.py) and handed
+to the controls once, before the method runs (after its credentials were verified).
 
-The data plane's methods (`predict`, `explain`) take their faults where the version is resolved
-(dataplane.resolve); this hook covers the blueprints api.management lists.
+The data plane's methods (`predict`, `explain`, Vertex AI's `rawPredict`) take their faults where
+the version or deployed model is resolved (dataplane.resolve, dataplane/vertex.py); this hook
+names them and covers the management blueprints.
 """
 
 from __future__ import annotations
 
 from flask import Flask, current_app, request
 
+from api.vertex_method_ids import PREDICTION_IDS, vertex_method_id
 from observability import context
 from web.http import request_caller
 
@@ -48,16 +51,30 @@ def register_controls(app: Flask) -> None:
     @app.before_request
     def _controls() -> None:
         args = request.view_args or {}
-        method = method_id(request.endpoint, args)
+        endpoint = request.endpoint
+        if endpoint in PREDICTION_IDS:  # its faults come once the deployed model is resolved
+            context.set_method("aiplatform", PREDICTION_IDS[endpoint])
+            return
+        vertex = vertex_method_id(endpoint)
+        method = vertex or method_id(endpoint, args)
         if method is None:
             return
         context.set_method("aiplatform", method)
         project = args.get("project") or args.get("project_id") or ""
-        model = args.get("model", "") or (args.get("rid", "") if args.get("kind") == "models"
-                                          else "")
-        version = args.get("version", "")
+        if vertex is not None:  # an operation's `resource` is a model or an endpoint id
+            view, resource = endpoint or "", args.get("resource", "")
+            model = args.get("model", "") or (resource if "models_" in view else "")
+            endpoint_id = args.get("endpoint", "") or (resource if "endpoints_" in view else "")
+            version = ""
+        else:
+            model = args.get("model", "") or (args.get("rid", "") if args.get("kind") == "models"
+                                              else "")
+            endpoint_id, version = "", args.get("version", "")
         ctx = context.current()
         if ctx is not None:
             ctx.project, ctx.model, ctx.version = project, model, version
+            ctx.endpoint = endpoint_id
             ctx.caller = request_caller().principal or ""
-        current_app.extensions["mlemu"].controls.check(project, model, version)
+        current_app.extensions["mlemu"].controls.check(
+            project, model, version, endpoint=endpoint_id,
+            api="vertex" if vertex is not None else "ml")

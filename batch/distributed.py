@@ -17,7 +17,10 @@ task per input range: each task reads its range, predicts (PredictDoFn's code) a
 shard (`prediction.results-SSSSS-of-NNNNN`, one per range, written whole by one task, so a
 retried task rewrites the same file), and returns a summary (counts, error messages, CSV keys).
 The job's process gathers the summaries from the result's futures and writes the errors file
-(and the CSV header) itself, so the output is the one pipeline.py writes.
+(and the CSV header) itself, so the output is the one pipeline.py writes. A Vertex AI job
+(JobSpec.layout "vertex") is the same chain: each task writes its range's
+`predictions_SSSSS.jsonl` and `errors_SSSSS.jsonl` (batch/vertex_records.py's names and lines,
+through PredictDoFn's code), and the summaries give only the counts.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
-from batch import records, sources
+from batch import records, sources, vertex_inputs
 from batch.engine import options
 from batch.pipeline import PredictDoFn
 from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
+from batch.vertex_records import ERRORS as VERTEX_ERRORS
+from batch.vertex_records import PREDICTIONS, SUFFIX, shard_name
 
 
 def _join(out: str, name: str) -> str:
@@ -60,11 +65,14 @@ class ShardDoFn(PredictDoFn):
         super().setup()
 
     def process(self, element: tuple[int, sources.Range]) -> Any:  # type: ignore[override]
+        if self.spec.layout == "vertex":
+            yield self._vertex_shard(*element)
+            return
         index, rng = element
         count, keys = 0, None
         bad: list[str] = []
         with FileSystems.create(shard_path(self.spec, index, self.shards)) as out:
-            for batch in sources.batches(self.spec.data_format, rng, self.spec.batch_size):
+            for batch in vertex_inputs.batches(self.spec, rng, self.spec.batch_size):
                 rows: list[Any] = []
                 self._batch(batch, rows, bad)
                 if not rows:
@@ -79,6 +87,22 @@ class ShardDoFn(PredictDoFn):
                     out.write(records.result_lines(rows).encode() + b"\n")
         yield {"predictions": count, "errors": dict(collections.Counter(bad)), "keys": keys}
 
+    def _vertex_shard(self, index: int, rng: sources.Range) -> dict[str, Any]:
+        """A Vertex AI job's range: its prediction and error lines written to its own
+        predictions_/errors_ shard `index` (vertex_records.py's names, PredictDoFn's lines)."""
+        count = failed = 0
+        out_dir = self.spec.output_path
+        with FileSystems.create(_join(out_dir, shard_name(PREDICTIONS, index))) as out, \
+                FileSystems.create(_join(out_dir, shard_name(VERTEX_ERRORS, index))) as errors:
+            for batch in vertex_inputs.batches(self.spec, rng, self.spec.batch_size):
+                lines, bad, predicted = self._vertex_batch(batch)
+                count += predicted
+                failed += len(bad)
+                for written, file in ((lines, out), (bad, errors)):
+                    if written:
+                        file.write("\n".join(written).encode() + b"\n")
+        return {"predictions": count, "errors": {}, "failed": failed, "keys": None}
+
 
 def _summaries(result: Any) -> list[dict[str, Any]]:
     """The last bag's elements: DaskRunnerResult's futures (one per computed bag) hold them."""
@@ -91,8 +115,12 @@ def _summaries(result: Any) -> list[dict[str, Any]]:
 
 def _remove_old_outputs(spec: JobSpec) -> None:
     """A rerun (an adopted job) may split its input differently: no stale shard may remain."""
-    pattern = _join(spec.output_path, f"{RESULTS_BASENAME}-*-of-*")
-    old = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+    if spec.layout == "vertex":
+        patterns = [_join(spec.output_path, f"{prefix}_*{SUFFIX}")
+                    for prefix in (PREDICTIONS, VERTEX_ERRORS)]
+    else:
+        patterns = [_join(spec.output_path, f"{RESULTS_BASENAME}-*-of-*")]
+    old = [m.path for found in FileSystems.match(patterns) for m in found.metadata_list]
     if old:
         FileSystems.delete(old)
 
@@ -109,7 +137,8 @@ def run(spec: JobSpec) -> dict[str, int]:
         # One range per dask partition (the runner's default packs 128 into one task).
         spec.runner_options = [*spec.runner_options, "--dask_partition_size=1"]
     opts = options(spec)
-    ranges = sources.expand(list(spec.input_paths), spec.data_format, max(2, spec.workers))
+    ranges = sources.expand(list(spec.input_paths), spec.data_format, max(2, spec.workers),
+                            spec.data_roots, spec.storage_answer_s)
     _remove_old_outputs(spec)
     # Beam knows the runner by its module path only (runners/runner.py's create_runner).
     from apache_beam.runners.dask.dask_runner import DaskRunner
@@ -120,6 +149,9 @@ def run(spec: JobSpec) -> dict[str, int]:
     result = pipeline.run()
     result.wait_until_finish()
     summaries = _summaries(result)
+    if spec.layout == "vertex":  # each task wrote its own errors shard
+        return {"predictions": sum(s["predictions"] for s in summaries),
+                "errors": sum(s["failed"] for s in summaries)}
     errors: collections.Counter[str] = collections.Counter()
     for summary in summaries:
         errors.update(summary["errors"])

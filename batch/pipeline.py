@@ -3,7 +3,8 @@
   input ranges (batch/sources.py: the inputPaths' files, text files split by bytes; Create's
                 own Reshuffle spreads them over the workers)
   -> ReadBatchesDoFn (a range's records, ~RECORDS_PER_ELEMENT at a time in whole batches of
-                     `batchSize`: JSON/TEXT lines, TFRecords)
+                     `batchSize`: JSON/TEXT lines, TFRecords; Vertex AI's CSV rows and listed
+                     files as JSON instances, batch/vertex_inputs.py)
   -> PredictDoFn (the model loads once per worker, in setup, and predicts `batchSize` records a
                   call; one element of lines per element of records)
   -> results: WriteToText(outputPath/prediction.results, shards -SSSSS-of-NNNNN)
@@ -34,10 +35,16 @@ from typing import Any
 
 import apache_beam as beam
 
-from batch import records, sources, vertex_records
+from batch import records, sources, vertex_inputs, vertex_records
 from batch.engine import anonymous_gcs, options, runner
 from batch.forkserver import ForkServer
-from batch.spec import CSV_SUFFIX, ERRORS_BASENAME, HEADER_SUFFIX, RESULTS_BASENAME, JobSpec
+from batch.spec import (
+    CSV_SUFFIX,
+    ERRORS_BASENAME,
+    HEADER_SUFFIX,
+    RESULTS_BASENAME,
+    JobSpec,
+)
 
 NAMESPACE = "mlemu_batch_predict"
 ERRORS = "errors"
@@ -77,7 +84,7 @@ class ReadBatchesDoFn(beam.DoFn):  # type: ignore[misc]
 
     def process(self, rng: sources.Range) -> Any:
         size = self.spec.batch_size * max(1, RECORDS_PER_ELEMENT // self.spec.batch_size)
-        yield from sources.batches(self.spec.data_format, rng, size)
+        yield from vertex_inputs.batches(self.spec, rng, size)
 
 
 class PredictDoFn(beam.DoFn):  # type: ignore[misc]
@@ -94,7 +101,10 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
             anonymous_gcs()  # this worker's own GCS client (multi-processing runs many)
         try:
             self.predictor = load_predictor(self.spec)
-            self.decoder = records.Decoder(self.predictor, self.spec.signature_name)
+            self.decoder = records.Decoder(self.predictor, self.spec.signature_name,
+                                           built=self.spec.built_records,
+                                           online=self.spec.layout == "vertex")
+            self.instances = vertex_inputs.instance_config(self.spec)
         except Exception as exc:  # noqa: BLE001 - the job fails saying why, once
             # Beam re-raises a DoFn's exception as a new one of its type built from its text;
             # an mlemu error would prefix its words again ("Prediction failed: Prediction
@@ -127,15 +137,20 @@ class PredictDoFn(beam.DoFn):  # type: ignore[misc]
         if self.progress is not None:
             os.write(self.progress, f"{len(done)} {len(failed)}\n".encode())
 
+    def _vertex_batch(self, batch: list[bytes]) -> tuple[list[str], list[str], int]:
+        """One model call's records, Vertex AI's way: (result lines, error lines, predictions)."""
+        lines, bad, predicted = vertex_records.predict_batch(self.decoder, self._predict, batch,
+                                                             self.instances)
+        if self.progress is not None:
+            os.write(self.progress, f"{predicted} {len(bad)}\n".encode())
+        self.predicted.inc(predicted)
+        self.failed.inc(len(bad))
+        return lines, bad, predicted
+
     def _vertex(self, element: list[bytes]) -> Any:
         size = self.spec.batch_size
         for start in range(0, len(element), size):
-            lines, bad, predicted = vertex_records.predict_batch(
-                self.decoder, self._predict, element[start:start + size])
-            if self.progress is not None:
-                os.write(self.progress, f"{predicted} {len(bad)}\n".encode())
-            self.predicted.inc(predicted)
-            self.failed.inc(len(bad))
+            lines, bad, _ = self._vertex_batch(element[start:start + size])
             if lines:
                 yield "\n".join(lines)
             for line in bad:
@@ -208,11 +223,12 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
         raise ValueError(f"Output path {spec.output_path} is outside the directories this server "
                          "keeps job data in (MLEMU_DATA_ROOTS).")
     join = posixpath.join if "://" in out else os.path.join
-    if spec.layout == "vertex":  # predictions_00000.jsonl, errors_00000.jsonl (records.py)
-        _ = outputs.results | "Write results" >> beam.io.WriteToText(
-            join(out, "predictions"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
-        _ = outputs[ERRORS] | "Write errors" >> beam.io.WriteToText(
-            join(out, "errors"), shard_name_template="_SSSSS", file_name_suffix=".jsonl")
+    if spec.layout == "vertex":  # predictions_00000.jsonl, errors_00000.jsonl (vertex_records)
+        for name, lines in (("results", outputs.results), ("errors", outputs[ERRORS])):
+            prefix = vertex_records.PREDICTIONS if name == "results" else vertex_records.ERRORS
+            _ = lines | f"Write {name}" >> beam.io.WriteToText(
+                join(out, prefix), shard_name_template=vertex_records.SHARD_TEMPLATE,
+                file_name_suffix=vertex_records.SUFFIX)
         return
     results = join(out, RESULTS_BASENAME)
     if spec.output_format == "CSV":

@@ -66,6 +66,21 @@ class Oversized(bytes):
         return Oversized, (self.size,)
 
 
+class Refused(bytes):
+    """Stands in a batch for an input the job's reader could not make an instance of (a bad CSV
+    row, a listed file that cannot be read): empty, with the reason, an error of its own."""
+
+    message: str
+
+    def __new__(cls, message: str) -> Refused:
+        record = super().__new__(cls, b"")
+        record.message = message
+        return record
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as itself between Beam's stages
+        return Refused, (self.message,)
+
+
 def oversized_message(record: Oversized) -> str:
     return (f"The record is {record.size} bytes; batch prediction reads records of at most "
             f"{MAX_RECORD_BYTES} bytes.")
@@ -81,21 +96,29 @@ def short(message: str) -> str:
 class Decoder:
     """How a job turns its records into instances, fixed once the model is loaded."""
 
-    def __init__(self, predictor: Predictor, signature_name: str) -> None:
+    def __init__(self, predictor: Predictor, signature_name: str, built: bool = False,
+                 online: bool = False) -> None:
+        """`built`: the records are JSON instances the job's reader made (Vertex AI's csv,
+        file-list and tf-record inputs), never fed to a model as they are. `online`: each
+        record is a JSON instance and each prediction is what online prediction answers for it
+        (a Vertex AI job: its model server's `predictions`, so a TensorFlow signature with one
+        output gives the bare value), not the service's rowified batch form."""
         self.raw = False
         self.output_names: list[str] = []
-        if predictor.framework == predictors.TENSORFLOW:
+        if predictor.framework == predictors.TENSORFLOW and not online:
             # TensorFlowPredictor.select: the signature predict will run (same rules).
             select: Any = getattr(predictor, "select", None)
             sig = select(signature_name or None)
             inputs = list(sig.inputs.values())
-            self.raw = len(inputs) == 1 and inputs[0].dtype_name == "DT_STRING"
+            self.raw = not built and len(inputs) == 1 and inputs[0].dtype_name == "DT_STRING"
             self.output_names = sorted(sig.outputs)
 
     def instance(self, record: str | bytes) -> Any:
         """The instance a record stands for; ValueError if it is not valid JSON (or too long)."""
         if isinstance(record, Oversized):
             raise ValueError(oversized_message(record))
+        if isinstance(record, Refused):
+            raise ValueError(record.message)
         if self.raw:
             if isinstance(record, bytes):
                 try:

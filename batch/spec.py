@@ -19,6 +19,12 @@ ERRORS_BASENAME = "prediction.errors_stats"
 #: RESULTS_BASENAME + HEADER_SUFFIX (batch/records.py says whose layout this is).
 CSV_SUFFIX = ".csv"
 HEADER_SUFFIX = "_header.csv"
+#: Vertex AI's csv and file-list inputs: the job's reader makes each record a JSON instance
+#: (batch/vertex_inputs.py).
+CSV_INPUT = "CSV"
+FILE_LIST_INPUT = "FILE_LIST"
+BUILT_FORMATS = (CSV_INPUT, FILE_LIST_INPUT)
+TFRECORD_FORMATS = ("TF_RECORD", "TF_RECORD_GZIP")
 #: The runners a job's process runs itself (its workers are local), and the one that gets the
 #: graph of batch/distributed.py instead of batch/pipeline.py's (that module says why).
 LOCAL_RUNNER = "DirectRunner"
@@ -28,7 +34,7 @@ DASK_RUNNER = "DaskRunner"
 @dataclasses.dataclass
 class JobSpec:
     input_paths: list[str]
-    data_format: str  # JSON, TEXT, TF_RECORD or TF_RECORD_GZIP
+    data_format: str  # JSON, TEXT, TF_RECORD, TF_RECORD_GZIP; CSV or FILE_LIST (Vertex AI)
     output_path: str
     model_dir: str  # a local directory, or a gs:// URI the worker downloads in setup
     framework: str = ""  # "" for a custom prediction routine
@@ -53,6 +59,16 @@ class JobSpec:
     #: The only directories a local input file may resolve into (MLEMU_DATA_ROOTS, resolved);
     #: None: any. Checked again after the patterns are expanded (batch/sources.py).
     data_roots: list[str] | None = None
+    #: Vertex AI's instanceConfig as the request gave it (batch/vertex_instances.py), or None.
+    instance_config: dict[str, Any] | None = None
+
+    @property
+    def built_records(self) -> bool:
+        """Whether the job's reader makes each record a JSON instance (batch/vertex_inputs.py):
+        Vertex AI's csv and file-list inputs, and its TFRecords (each `{"b64": ...}`, where ml
+        v1 reads a record as a JSON instance or feeds it to a string input as it is)."""
+        return self.data_format in BUILT_FORMATS or (
+            self.layout == "vertex" and self.data_format in TFRECORD_FORMATS)
 
     @property
     def forked_workers(self) -> bool:

@@ -6,15 +6,16 @@ test; the servers take turns round after round and the figures are medians over 
 wrk and h2load count statuses only; the answers are checked in full outside the timed runs and
 sampled during them. Phases: cold starts, in-process levers, one-row load (REST), the
 RandomForest c=1 batching A/B, metrics on/off, each model's c=8 p99 against the peer with the
-lowest (taking turns; the peer chosen from the load phase), large requests against the in-process
-floor (TensorFlow too), V2 gRPC, many models and batch jobs. Writes
-bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the ratio and target
-tables.
+lowest (taking turns; the peer chosen from the load phase), Vertex AI endpoints.predict against
+ml v1 :predict (one server, taking turns), large requests against the in-process floor
+(TensorFlow too), V2 gRPC, many models, batch jobs and the demo's memory (what `make serve`
+starts). Writes bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the
+ratio and target tables.
 
 `--into RAW --phases P` re-runs self-contained phases (their figures are one key of the raw
-results: levers, ab, metrics_ab, tail_ab, many, batch) and writes them into an earlier run's raw
-file, e.g. after a change that only those phases measure; RESULTS.md then says which phases were
-re-run, when, at which commit and with which command.
+results: levers, ab, metrics_ab, tail_ab, vertex, many, batch, demo) and writes them into an
+earlier run's raw file, e.g. after a change that only those phases measure; RESULTS.md then says
+which phases were re-run, when, at which commit and with which command.
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import batch, big, grpc_load, load, many, models, report
+from bench import batch, big, demo, grpc_load, load, many, models, report, vertex
 from bench.harness import Bench, Plan
 from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "tail_ab", "big", "grpc", "many",
-          "batch")
+PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "tail_ab", "vertex", "big", "grpc",
+          "many", "batch", "demo")
 #: Phases whose figures are one key of the raw results (`--into` can replace them alone).
 SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "metrics_ab": "ab_metrics",
-                  "tail_ab": "ab_tail", "many": "many", "batch": "batch"}
+                  "tail_ab": "ab_tail", "vertex": "ab_vertex", "many": "many", "batch": "batch",
+                  "demo": "demo"}
 DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
@@ -124,6 +126,8 @@ def main() -> None:
     # --into the earlier run's.
     loaded = json.loads(args.into.read_text()) if args.into else results
     phase("tail_ab", lambda: results.update(ab_tail=load.ab_tail(bench, loaded)))
+    if "mlemu" in names:
+        phase("vertex", lambda: results.update(ab_vertex=vertex.vertex_ab(bench)))
     phase("big", lambda: big.big_requests(bench, results))
     phase("grpc", lambda: grpc_load.grpc_load(bench, results))
     if "mlemu" in names:
@@ -131,9 +135,10 @@ def main() -> None:
         # Batch prediction jobs (issue 19): 1 and 2 workers against the in-process floor.
         size, rounds = (20_000, 1) if args.smoke else (100_000, 1) if args.quick else (1_000_000, 3)
         phase("batch", lambda: results.update(batch=batch.measure_all(args.out, size, rounds)))
+        phase("demo", lambda: results.update(demo=demo.demo_memory(args.out, bench.log)))
     results["elapsed_s"] = time.time() - started
     if args.into:
-        results = _merged_into(json.loads(args.into.read_text()), results, phases)
+        results = merged_into(json.loads(args.into.read_text()), results, phases)
     raw = args.out / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     raw.write_text(json.dumps(results, indent=1))
     table = report.table(results)
@@ -143,7 +148,7 @@ def main() -> None:
         report.write_results_md(HERE / "RESULTS.md", results, table, raw)
 
 
-def _merged_into(earlier: dict[str, Any], rerun: dict[str, Any], phases: list[str]) -> dict[str, Any]:
+def merged_into(earlier: dict[str, Any], rerun: dict[str, Any], phases: list[str]) -> dict[str, Any]:
     """The earlier run's results with the re-run phases' figures in place of its own, and a
     record of the re-run (RESULTS.md states it)."""
     merged = dict(earlier)

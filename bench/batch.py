@@ -29,7 +29,12 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   every 0.1 s; the pipeline process idles while its workers run). `w2_vs_w1_path` is the
   speed-up it implies. Peak PSS beside RSS: forked workers share their fork server's pages,
   which RSS counts once per process.
-Targets: 1 worker >= 0.7x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
+- wait_s: how long that critical path's threads were runnable but waiting for a CPU (their
+  run-queue delay, /proc/PID/task/*/schedstat): what the machine's other load took from the job.
+  free_s = the wall time less wait_s, the wall time the job would have had with its cores free
+  (round trips and sleeps included, unlike path_s); `w2_vs_w1_free` is the speed-up it implies.
+  Each process's busiest thread counts (it does the work; the others mostly wait on gRPC).
+Targets: 1 worker >= 0.8x the floor, 2 workers >= 1.6x 1 worker. The order of the runs
 alternates round by round, so drifting load on a shared machine hits each alike.
 """
 
@@ -126,7 +131,8 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
     run = Run(spec, work, runners)
     peak = [0.0, 0.0]  # RSS, PSS (forked workers share their fork server's pages)
     workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
-    before_workers = [0.0]  # the pipeline process's CPU when its first worker appeared
+    before_workers = [0.0, 0.0]  # the pipeline process's CPU and wait when a worker appeared
+    threads: dict[int, dict[int, tuple[int, int]]] = {}  # pid -> tid -> (CPU, wait) last seen
 
     def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
         tick = 0
@@ -137,12 +143,14 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
                     peak[0] = max(peak[0], mem["rss_mib"])
                     peak[1] = max(peak[1], mem["pss_mib"])
                 root = _process_cpu(run.proc.pid)
+                _thread_times(run.proc.pid, threads)
                 for pid in measure.tree(run.proc.pid)[1:]:
                     role = _role(pid, run.proc.pid)
                     if role == "worker":
                         workers[pid] = _process_cpu(pid)
+                        _thread_times(pid, threads)
                 if not workers:
-                    before_workers[0] = root
+                    before_workers[:] = root, _busiest_wait(threads.get(run.proc.pid, {}))
             tick += 1
             time.sleep(0.1)
 
@@ -156,7 +164,10 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
         raise RuntimeError(f"{workers} worker(s): {outcome}")
     cpu_s = run.proc.cpu_s
     path = before_workers[0] + max(workers.values()) if workers else cpu_s
+    busiest = max(workers, key=workers.__getitem__) if workers else run.proc.pid
+    wait = _busiest_wait(threads.get(busiest, {})) + (before_workers[1] if workers else 0.0)
     return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
+            "wait_s": wait, "free_s": seconds - wait,
             "peak_rss_mib": peak[0], "peak_pss_mib": peak[1]}
 
 
@@ -165,6 +176,24 @@ def _role(pid: int, pipeline: int) -> str:
     harness the fork server forked)."""
     ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     return "forkserver" if ppid == pipeline else "worker"
+
+
+def _thread_times(pid: int, seen: dict[int, dict[int, tuple[int, int]]]) -> None:
+    """Record each thread of `pid`'s CPU time and run-queue delay (ns, /proc schedstat) into
+    seen[pid]; a thread that has ended keeps its last figures (a worker's work thread ends
+    before the process does)."""
+    mine = seen.setdefault(pid, {})
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            cpu, wait = (task / "schedstat").read_text().split()[:2]
+            mine[int(task.name)] = (int(cpu), int(wait))
+
+
+def _busiest_wait(times: dict[int, tuple[int, int]]) -> float:
+    """Seconds the busiest thread (the most CPU: the one doing the work) was runnable but not
+    running. One thread, not their sum: a worker's gRPC threads wait for a CPU at the same time
+    as its work does."""
+    return max(times.values(), default=(0, 0))[1] / 1e9
 
 
 def _process_cpu(pid: int) -> float:
@@ -205,12 +234,15 @@ def measure_all(root: Path, n: int, rounds: int, model: str = "logreg") -> dict[
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
     cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
     path = {k: statistics.median(r["path_s"] for r in runs[k]) for k in ("w1", "w2")}
+    free = {k: statistics.median(r["free_s"] for r in runs[k]) for k in ("w1", "w2")}
     return {"instances": n, "model": model, "batch_size": BATCH_SIZE, "rounds": rounds,
             "floor_rate": rate["floor"], "floor_warm_rate": rate["floor_warm"],
             "w1_rate": rate["w1"], "w2_rate": rate["w2"], "w1_vs_floor": rate["w1"] / rate["floor"],
             "w1_vs_floor_warm": rate["w1"] / rate["floor_warm"], "w2_vs_w1": rate["w2"] / rate["w1"],
             "cpu_s": cpu, "path_s": path, "w1_path_rate": n / path["w1"],
             "w2_path_rate": n / path["w2"], "w2_vs_w1_path": path["w1"] / path["w2"],
+            "free_s": free, "w1_free_rate": n / free["w1"], "w2_free_rate": n / free["w2"],
+            "w2_vs_w1_free": free["w1"] / free["w2"],
             "peak_rss_mib": {k: max(r["peak_rss_mib"] for r in runs[k]) for k in ("w1", "w2")},
             "peak_pss_mib": {k: max(r["peak_pss_mib"] for r in runs[k]) for k in ("w1", "w2")},
             "runs": runs}

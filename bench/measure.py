@@ -69,6 +69,22 @@ def get_status(url: str, timeout: float = 5.0) -> int:
         conn.close()
 
 
+def get_json(url: str, timeout: float = 30.0) -> tuple[int, Any]:
+    """The status and JSON answer of a GET (the text when the answer is not JSON)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", parts.path)
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(data)
+    except ValueError:
+        return response.status, data.decode(errors="replace")
+
+
 def wait_ready(predict: Callable[[], bool], proc: subprocess.Popen[bytes], limit: float) -> float:
     """Seconds from now until `predict()` returns True (a correct prediction)."""
     start = time.perf_counter()
@@ -128,6 +144,19 @@ def memory(pid: int) -> dict[str, float]:
         rss += int(re.search(r"^Rss:\s+(\d+)", text, re.M).group(1))  # type: ignore[union-attr]
         pss += int(re.search(r"^Pss:\s+(\d+)", text, re.M).group(1))  # type: ignore[union-attr]
     return {"rss_mib": rss / 1024, "pss_mib": pss / 1024, "processes": len(pids)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the live process tree (/proc/PID/stat utime and stime):
+    a server's own cost, which other work on a shared machine moves far less than its speed."""
+    ticks = 0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # stat fields 14 and 15 (proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def wrk(url: str, body_file: Path, connections: int, seconds: float, script: Path = LUA,

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import targets
+from bench import targets, thousand
 from bench.servers import PEERS, ROOT, VENVS
 from bench.targets import best_peer, fmt, get
 
@@ -63,10 +63,14 @@ def environment(names: list[str]) -> dict[str, Any]:
     }
 
 
-def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | None], float | None]]:
+#: (figure, higher_is_better, value per server, floor)
+Row = tuple[str, bool, dict[str, float | None], float | None]
+
+
+def rows(results: dict[str, Any]) -> list[Row]:
     """(figure, higher_is_better, value per server, floor) for every figure of the table."""
     servers = results["servers"]
-    out: list[tuple[str, bool, dict[str, float | None], float | None]] = []
+    out: list[Row] = []
 
     def add(label: str, higher: bool, path: tuple[str, ...], scale: float = 1.0,
             floor: float | None = None) -> None:
@@ -112,6 +116,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
     add("gRPC V2 ModelInfer logreg c=8 p50 ms", False, ("grpc", "p50_us"), 1e-3)
     add("gRPC V2 ModelInfer logreg c=8 p99 ms", False, ("grpc", "p99_us"), 1e-3)
     add("gRPC V2 ModelInfer logreg c=8 errors", False, ("grpc", "errors"))
+    _vertex_and_demo(results, out)
     many = results.get("many", {})
     for layout in ("one", "all", "capped"):
         for label, path, scale in (("ready s", ("ready_s",), 1.0),
@@ -127,39 +132,29 @@ def rows(results: dict[str, Any]) -> list[tuple[str, bool, dict[str, float | Non
     extra = many.get("pss_per_extra_version_mib")
     if extra is not None:
         out.append(("many models: PSS per extra loaded version MiB", False, {"mlemu": extra}, None))
-    out += _thousand_rows(many.get("thousand", {}))
+    out += thousand.report_rows(many.get("thousand", {}))
     return out
 
 
-def _thousand_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], float | None]]:
-    """The figures of the 1,000 mixed versions under a memory cap (bench/thousand.py)."""
-    rows = []
-    n = t.get("versions")
-    for layout, title in (("one", "1 version"), ("all", f"{n} mixed versions, all loaded"),
-                          ("capped", f"{n} mixed versions, MLEMU_MAX_LOADED_MB={t.get('cap_mib')}"),
-                          ("frameworks", "one version per framework, the same mix")):
-        for label, path, scale in (("ready s", ("ready_s",), 1.0),
-                                   ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
-                                   ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),
-                                   ("c=8 spread requests/s", ("load_c8", "rps"), 1.0),
-                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0),
-                                   ("PSS 5 s after load MiB", ("memory_settled", "pss_mib"), 1.0)):
-            v = get(t, layout, *path)
+def _vertex_and_demo(results: dict[str, Any], out: list[Row]) -> None:
+    """The rows of the vertex phase (both routes of one mlemu server) and the demo phase."""
+    vertex = results.get("ab_vertex", {})
+    for route, title in (("ml-v1", "ml v1 :predict"), ("vertex", "Vertex AI endpoints.predict")):
+        for key, unit, scale in (("rps", "requests/s", 1.0), ("p50_us", "p50 ms", 1e-3),
+                                 ("p99_us", "p99 ms", 1e-3), ("errors", "errors", 1.0),
+                                 ("cpu_us_per_request", "server CPU ms per request", 1e-3)):
+            v = get(vertex, route, key)
             if v is not None:
-                rows.append((f"thousand ({title}) {label}", "requests/s" in label,
-                             {"mlemu": v * scale}, None))
-    for kind in ("logreg", "forest", "xgb", "tf"):
-        for key in ("first_s", "reload_s"):
-            v = get(t, "reload", kind, key)
-            if v is not None:
-                what = "first load" if key == "first_s" else "reload after eviction"
-                rows.append((f"thousand: {kind} {what} CPU ms", False,
-                             {"mlemu": v * 1e3}, None))
-    for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
-                         ("models.list p50 ms", t.get("models_list_p50_ms"))):
-        if value is not None:
-            rows.append((f"thousand: {label}", False, {"mlemu": value}, None))
-    return rows
+                out.append((f"{title} logreg c=8 {unit} (one server, routes taking turns)",
+                            key == "rps", {"mlemu": v * scale}, None))
+    demo = results.get("demo", {})
+    for label, path in (("idle PSS MiB", ("idle", "pss_mib")),
+                        ("idle RSS MiB", ("idle", "rss_mib")),
+                        ("processes", ("idle", "processes")),
+                        ("PSS after one request per version MiB", ("after_requests", "pss_mib"))):
+        v = get(demo, *path)
+        if v is not None:
+            out.append((f"demo (`make serve`) {label}", False, {"mlemu": v}, None))
 
 
 def _layout(many: dict[str, Any], layout: str) -> str:
@@ -273,6 +268,12 @@ This run: `{command}`.
 - LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by
   side, taking turns the same way (a 5 % difference is less than this machine's drift between
   the load phase's runs minutes apart); median requests/s.
+- Vertex AI: one mlemu server serving LogisticRegression as an ml v1 version and, uploaded and
+  deployed through the REST API, on a Vertex AI endpoint; one-row c=8 wrk runs on
+  `versions/v1:predict` and `endpoints/E:predict` taking turns ({plan['ab_rounds']} each),
+  answers checked as in the load phase; medians (bench/vertex.py).
+- Demo: what `make serve` starts (demo/bootstrap.yaml, its settings, free ports), PSS summed over
+  the process tree once ready and settled, and after one request per demo version (bench/demo.py).
 - c=8 p99, every model: mlemu and the peer with the lowest c=8 p99 in the load phase up side by
   side, taking turns the same way; each one's median p99 over the runs is what the p99 targets
   judge (a p99 is the slowest hundredth of a run: a spell of other work on this shared machine

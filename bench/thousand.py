@@ -39,6 +39,7 @@ from typing import Any
 from bench import many, measure, models
 from bench.harness import Bench, median_run
 from bench.servers import ROOT, framework
+from bench.targets import get
 
 CAP_SHARE = 0.5
 #: Templates: forests (trees, depth) and boosters (rounds), trained once each.
@@ -171,6 +172,37 @@ def run(bench: Bench) -> dict[str, Any]:
               f"(cap {cap_mib}), models.list p50 {out['models_list_p50_ms']:.2f} ms, "
               f"reload/first {json.dumps(out['reload'])}")
     return out
+
+
+def report_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], float | None]]:
+    """This layout's rows of the figures table (bench/report.py), from `run`'s result."""
+    rows = []
+    n = t.get("versions")
+    for layout, title in (("one", "1 version"), ("all", f"{n} mixed versions, all loaded"),
+                          ("capped", f"{n} mixed versions, MLEMU_MAX_LOADED_MB={t.get('cap_mib')}"),
+                          ("frameworks", "one version per framework, the same mix")):
+        for label, path, scale in (("ready s", ("ready_s",), 1.0),
+                                   ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
+                                   ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),
+                                   ("c=8 spread requests/s", ("load_c8", "rps"), 1.0),
+                                   ("PSS after load MiB", ("memory_after_load", "pss_mib"), 1.0),
+                                   ("PSS 5 s after load MiB", ("memory_settled", "pss_mib"), 1.0)):
+            v = get(t, layout, *path)
+            if v is not None:
+                rows.append((f"thousand ({title}) {label}", "requests/s" in label,
+                             {"mlemu": v * scale}, None))
+    for kind in ("logreg", "forest", "xgb", "tf"):
+        for key in ("first_s", "reload_s"):
+            v = get(t, "reload", kind, key)
+            if v is not None:
+                what = "first load" if key == "first_s" else "reload after eviction"
+                rows.append((f"thousand: {kind} {what} CPU ms", False,
+                             {"mlemu": v * 1e3}, None))
+    for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
+                         ("models.list p50 ms", t.get("models_list_p50_ms"))):
+        if value is not None:
+            rows.append((f"thousand: {label}", False, {"mlemu": value}, None))
+    return rows
 
 
 def _workers() -> int:

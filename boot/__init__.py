@@ -13,6 +13,7 @@ import threading
 import auth
 from controlplane import job_work, operation_work
 from controlplane.vertex import batch_work as vertex_batch_work
+from controlplane.vertex import deferred_work as vertex_deferred_work
 from controls import Controls
 from core.errors import Unavailable
 from core.settings import Settings
@@ -22,6 +23,7 @@ from observability import logs
 from observability.metrics import Instruments
 from observability.request_log import RequestLogger
 from predictors.base import PredictorOptions
+from predictors.container import ContainerHost, ContainerLimits
 from registry import artifacts, bootstrap
 from registry.deployments import Deployments
 from registry.gcs import GcsCache
@@ -73,9 +75,14 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     options = PredictorOptions(xgboost_nthread=settings.xgboost_nthread,
                                tensorflow_threads=settings.tensorflow_threads)
     instruments = Instruments() if settings.metrics else None
+    containers = ContainerHost(ContainerLimits(
+        enabled=settings.vertex_local_containers, commands=settings.vertex_container_commands,
+        start_s=settings.vertex_container_start_s, timeout_s=settings.vertex_container_timeout_s,
+        max_processes=settings.vertex_max_containers,
+        max_response_bytes=settings.max_message_bytes, enforce=settings.iam_mode == "enforce"))
     deployments = Deployments(settings.state_dir / "packages", gcs=gcs, options=options,
                               max_loaded=settings.max_loaded_versions, instruments=instruments,
-                              max_bytes=settings.max_loaded_mb << 20)
+                              containers=containers, max_bytes=settings.max_loaded_mb << 20)
     emu = Emulator(settings, store, deployments, iam, instruments=instruments)
     emu.request_log = RequestLogger(store, settings.request_log_sink, instruments=instruments,
                                     max_bytes=settings.request_log_max_bytes)
@@ -97,6 +104,7 @@ def build_emulator(settings: Settings, *, warm: bool = True) -> Emulator:
     operation_work.register(emu.tasks)  # before start: the first tick adopts orphaned operations
     job_work.register(emu.tasks)  # batch prediction jobs, on the runner's long-task threads
     vertex_batch_work.register(emu.tasks)  # Vertex AI's batch prediction jobs, likewise
+    vertex_deferred_work.register(emu.tasks)  # upload and deploy, when a timing rule holds them
     emu.tasks.start()
     if warm:
         threading.Thread(target=emu.warm_up, name="mlemu-warm-up", daemon=True).start()

@@ -4,6 +4,7 @@ click.ClickException), not a traceback from every worker that would meet it."""
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import click
@@ -42,3 +43,33 @@ def empty_metrics_dir(directory: Path) -> None:
         raise click.ClickException(f"Cannot create the metrics directory {directory}: "
                                    f"{exc.strerror or exc}. Make it writable, or set "
                                    "MLEMU_METRICS=false.") from None
+
+
+def check_grpc_port(settings: Settings) -> None:
+    """Fail `serve` with one clear line when something already listens on the gRPC port (the
+    servers that will share it through SO_REUSEPORT would otherwise join a stranger's
+    listener): `check_port_free`."""
+    try:
+        check_port_free(settings.host, settings.grpc_port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {settings.host}:{settings.grpc_port}: "
+                                   f"{exc.strerror or exc}") from None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE, ...) when a TCP listener on `host:port` could not be opened
+    without SO_REUSEPORT, i.e. when any other program, or another mlemu's gRPC servers (which
+    set SO_REUSEPORT), already listen there.
+
+    Servers started with SO_REUSEPORT would otherwise join such a listener silently and the
+    kernel would split connections between the two. SO_REUSEADDR is set as gRPC core sets it,
+    so connections of a previous run left in TIME_WAIT do not count as a conflict; a socket
+    bound without SO_REUSEADDR, or any listening one, does. What is left is a race: a program
+    that binds the port with SO_REUSEPORT, as the same user, between this check and the gRPC
+    servers' bind would share it (two mlemus started at the same instant).
+    """
+    for family, kind, proto, _, address in socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)

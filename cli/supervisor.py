@@ -1,8 +1,11 @@
-"""Process supervision for `app.py serve`: gunicorn and the gRPC server processes as siblings.
+"""Process supervision for `app.py serve` when gunicorn is not alone: the gRPC server processes
+of the separate layout (MLEMU_GRPC_WORKERS) as gunicorn's siblings, or a state export when
+everything has stopped (--export-on-exit). By default the gunicorn workers serve gRPC themselves
+(grpcserve/in_worker.py) and `serve` becomes gunicorn's master, without this parent.
 
-Each gRPC server is its own process (started with exec, never forked from a process that has
+Each separate gRPC server is its own process (started with exec, never forked from a process that has
 imported numpy/scikit-learn/TensorFlow, whose thread pools do not survive a fork); several share
-the gRPC port through SO_REUSEPORT, after `check_port_free` made sure nobody else holds it. The
+the gRPC port through SO_REUSEPORT, after cli/preflight.py made sure nobody else holds it. The
 supervisor forwards SIGTERM/SIGINT to every child and exits as soon as any child exits, after
 stopping the others, so a container or a test harness sees one process that lives and dies as a
 unit.
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,40 +29,13 @@ if TYPE_CHECKING:
 STOP_TIMEOUT_S = 12.0
 
 
-class PortInUse(Exception):
-    """The gRPC port is taken; the message is grpcserve/server.py's own words for a failed bind."""
-
-
 def grpc_commands(settings: Settings) -> list[list[str]]:
-    """The command lines of the gRPC server processes (settings.grpc_processes() of them),
-    after checking that nothing listens on the gRPC port; PortInUse if something does."""
-    try:
-        check_port_free(settings.host, settings.grpc_port)
-    except OSError as exc:
-        raise PortInUse(f"cannot listen on {settings.host}:{settings.grpc_port}: "
-                        f"{exc.strerror or exc}") from None
-    command = [sys.executable, "-m", "grpcserve"]
+    """The command lines of the separate gRPC server processes (settings.grpc_processes() of
+    them; none when the gunicorn workers serve gRPC themselves). The port was checked free
+    before (cli/preflight.py)."""
     count = settings.grpc_processes()
+    command = [sys.executable, "-m", "grpcserve"]
     return [[*command, "--reuse-port"] if count > 1 else command for _ in range(count)]
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Raise OSError (EADDRINUSE, ...) when a TCP listener on `host:port` could not be opened
-    without SO_REUSEPORT, i.e. when any other program, or another mlemu's gRPC processes (which
-    set SO_REUSEPORT), already listen there.
-
-    gRPC processes started with SO_REUSEPORT would otherwise join such a listener silently and
-    the kernel would split connections between the two servers. SO_REUSEADDR is set as gRPC core
-    sets it, so connections of a previous run left in TIME_WAIT do not count as a conflict; a
-    socket bound without SO_REUSEADDR, or any listening one, does. What is left is a race: a
-    program that binds the port with SO_REUSEPORT, as the same user, between this check and the
-    gRPC processes' bind would share it (two mlemus started at the same instant).
-    """
-    for family, kind, proto, _, address in socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
 
 
 def run(commands: Sequence[Sequence[str]], env: Mapping[str, str], cwd: Path) -> int:
@@ -98,11 +73,10 @@ def run(commands: Sequence[Sequence[str]], env: Mapping[str, str], cwd: Path) ->
 
 def serve(argv: Sequence[str], env: Mapping[str, str], cwd: Path, settings: Settings,
           export_on_exit: Path | None) -> int:
-    """`serve` with children to watch: gunicorn (`argv`), the gRPC processes if a gRPC port is
-    set (PortInUse if the port is taken), and, once all have stopped, the state written to
+    """`serve` with children to watch: gunicorn (`argv`), the separate gRPC processes if
+    MLEMU_GRPC_WORKERS asks for them, and, once all have stopped, the state written to
     `export_on_exit` (cli/state.py). Returns the exit code for `serve`."""
-    grpc = grpc_commands(settings) if settings.grpc_port else []
-    code = run([list(argv), *grpc], env, cwd)
+    code = run([list(argv), *grpc_commands(settings)], env, cwd)
     if export_on_exit is not None:
         from cli.state import snapshot_file
 

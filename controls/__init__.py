@@ -45,16 +45,18 @@ class Controls:
     # --- faults ------------------------------------------------------------------------------
 
     def check(self, project: str, model: str, version: str, *, endpoint: str = "",
-              deployed_model: str = "") -> None:
-        """Apply the fault rules matching this request: wait, then raise the rule's error.
-        With no rule set this is one comparison of a shared word."""
+              deployed_model: str = "", api: str = "ml") -> None:
+        """Apply the fault rules matching this request: wait, then raise the rule's error
+        (`api`: the Google API the request is to, "ml" or "vertex", whose service a quota
+        error's default details name). With no rule set this is one comparison of a shared
+        word."""
         if not self.faults.live():
             return
         ctx = context.current()
         target = {"protocol": ctx.protocol if ctx else "", "method": ctx.method if ctx else "",
                   "project": project, "model": model, "version": version,
                   "endpoint": endpoint, "deployedModel": deployed_model}
-        error, wait_ms = self.faults.decide(target)
+        error, wait_ms = self.faults.decide(target, api)
         if wait_ms > 0:
             self.sleep(wait_ms / 1000.0)
         if error is not None:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from controls.db import ControlsDb
+from controls.quota_details import default_details
 from controls.rules import FaultRule, parse_rule
 from core.errors import ApiError, Code, InvalidArgument, NotFound, from_code
 
@@ -20,10 +21,15 @@ from core.errors import ApiError, Code, InvalidArgument, NotFound, from_code
 MAX_RULES = 100
 
 
-def fault_error(error: dict[str, Any]) -> ApiError:
-    """The ApiError a rule's `error` answers with; each protocol renders it in its own shape."""
-    exc = from_code(Code[error["status"]], error["message"], http_status=error["code"])
-    exc.details = list(error.get("details") or [])
+def fault_error(error: dict[str, Any], api: str = "ml", method: str = "") -> ApiError:
+    """The ApiError a rule's `error` answers with; each protocol renders it in its own shape.
+    A rule without `details` gets the defaults of the API the request is to (`api`, `method`:
+    rules.default_details)."""
+    code = Code[error["status"]]
+    exc = from_code(code, error["message"], http_status=error["code"])
+    details = error.get("details")
+    exc.details = list(default_details(code, error["message"], api, method)
+                       if details is None else details)
     if error["status"] == "RESOURCE_EXHAUSTED":
         exc.headers = {"Retry-After": "1"}
     return exc
@@ -85,9 +91,10 @@ class Faults:
                 if json.loads(body).get("match", {}).get("project") == project:
                     conn.execute("DELETE FROM faults WHERE id = ?", (rule_id,))
 
-    def decide(self, target: dict[str, str]) -> tuple[ApiError | None, float]:
+    def decide(self, target: dict[str, str], api: str = "ml") -> tuple[ApiError | None, float]:
         """The error (None: serve normally) and the milliseconds to wait first, for a request
-        `target` describes (protocol, method, project, model, ...)."""
+        `target` describes (protocol, method, project, model, ...) to `api` ("ml" or
+        "vertex")."""
         wait_ms = 0.0
         for rule in self.live():
             if not rule.matches(target):
@@ -97,7 +104,7 @@ class Faults:
                 continue
             wait_ms += rule.wait_ms(evaluation)
             if rule.error is not None:
-                return fault_error(rule.error), wait_ms
+                return fault_error(rule.error, api, target.get("method", "")), wait_ms
         return None, wait_ms
 
     def _evaluate(self, rule: FaultRule) -> int | None:

@@ -32,8 +32,6 @@ MAX_MESSAGE = 2_000
 MAX_DETAILS_BYTES = 8_192
 MAX_TEXT = 200
 
-_QUOTA_DOC = "https://cloud.google.com/ai-platform/prediction/docs/quotas"
-
 
 def bad(message: str) -> InvalidArgument:
     return InvalidArgument(f"Invalid fault rule: {message}")
@@ -58,26 +56,6 @@ def _integer(value: Any, where: str, low: int, high: int) -> int:
     return value
 
 
-def default_details(code: Code, message: str) -> list[dict[str, Any]]:
-    """What Google attaches to a quota error: an ErrorInfo (reason RATE_LIMIT_EXCEEDED, domain
-    googleapis.com, metadata naming the service, quota metric and limit), a QuotaFailure and a
-    Help link. Shapes from google/rpc/error_details.proto and the RATE_LIMIT_EXCEEDED example of
-    google/api/error_reason.proto (googleapis/googleapis), as Google's 429 answers carry them."""
-    if code is not Code.RESOURCE_EXHAUSTED:
-        return []
-    return [
-        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
-         "domain": "googleapis.com",
-         "metadata": {"service": "ml.googleapis.com",
-                      "quota_metric": "ml.googleapis.com/online_prediction_requests",
-                      "quota_limit": "OnlinePredictionRequestsPerMinutePerProject"}},
-        {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-         "violations": [{"subject": "project", "description": message}]},
-        {"@type": "type.googleapis.com/google.rpc.Help",
-         "links": [{"description": "AI Platform Prediction quotas", "url": _QUOTA_DOC}]},
-    ]
-
-
 def _error(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict) or set(body) - {"code", "status", "message", "details"}:
         raise bad("error must be an object with code, status, message and details.")
@@ -96,12 +74,14 @@ def _error(body: Any) -> dict[str, Any]:
     if not isinstance(message, str) or len(message) > MAX_MESSAGE:
         raise bad(f"error.message must be a string of at most {MAX_MESSAGE} characters.")
     details = body.get("details")
-    if details is None:
-        details = default_details(canonical, message)
-    elif not isinstance(details, list) or not all(isinstance(d, dict) for d in details) \
-            or len(json.dumps(details)) > MAX_DETAILS_BYTES:
+    if details is not None and (not isinstance(details, list)
+                                or not all(isinstance(d, dict) for d in details)
+                                or len(json.dumps(details)) > MAX_DETAILS_BYTES):
         raise bad(f"error.details must be a list of objects of at most {MAX_DETAILS_BYTES} bytes.")
-    return {"code": http, "status": canonical.name, "message": message, "details": details}
+    error = {"code": http, "status": canonical.name, "message": message}
+    if details is not None:  # else the defaults of the API answering (controls/quota_details.py)
+        error["details"] = details
+    return error
 
 
 def _delay(body: Any) -> dict[str, Any]:

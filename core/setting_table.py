@@ -62,7 +62,7 @@ SETTINGS = (
     Var("grpc_port", ("MLEMU_GRPC_PORT",), INTEGER, "--grpc-port",
         "gRPC port for V2 and grps (default 8081, or $MLEMU_GRPC_PORT; 0 disables)."),
     Var("grpc_workers", ("MLEMU_GRPC_WORKERS",), COUNT, "--grpc-workers",
-        "gRPC server processes sharing the gRPC port (default: as many as gunicorn workers)."),
+        "gRPC server processes of their own (default: none, every gunicorn worker serves gRPC)."),
     Var("iam_mode", ("MLEMU_IAM_MODE",), choice(*IAM_MODES), "--iam-mode",
         "IAM: off allows everything (default); enforce checks every call."),
     Var("iam_config", ("MLEMU_IAM_CONFIG",), FILE, "--iam-config",
@@ -102,4 +102,9 @@ SETTINGS = (
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
     Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
     Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
+    Var("vertex_local_containers", ("MLEMU_VERTEX_LOCAL_CONTAINERS",), BOOLEAN),
+    Var("vertex_container_commands", ("MLEMU_VERTEX_CONTAINER_COMMANDS",), LIST),
+    Var("vertex_container_start_s", ("MLEMU_VERTEX_CONTAINER_START_S",), FLOAT),
+    Var("vertex_container_timeout_s", ("MLEMU_VERTEX_CONTAINER_TIMEOUT_S",), FLOAT),
+    Var("vertex_max_containers", ("MLEMU_VERTEX_MAX_CONTAINERS",), INTEGER),
 )

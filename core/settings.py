@@ -17,6 +17,7 @@ from pathlib import Path
 
 from core.container_settings import VertexSettings
 from core.envvars import (
+    SettingsError,
     read,
     write,
 )
@@ -75,7 +76,8 @@ class Settings:
     ready_versions: int = 32
     database_url: str | None = None
     grpc_port: int = DEFAULT_GRPC_PORT
-    #: gRPC server processes on grpc_port (SO_REUSEPORT); None: as many as gunicorn workers.
+    #: gRPC server processes of their own beside gunicorn on grpc_port (SO_REUSEPORT); None:
+    #: gRPC is served inside every gunicorn worker (grpcserve/in_worker.py).
     grpc_workers: int | None = None
     #: A unary gRPC call runs on the server's event loop while that method's recent calls to
     #: its model took at most this many milliseconds; 0: always in the thread pool
@@ -138,6 +140,17 @@ class Settings:
     worker_class: str = "mlemu"
     #: Bytes of request-response log rows the store keeps in all; the oldest go first.
     request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
+    #: Vertex AI models with a custom image and a containerSpec.command run that command as a
+    #: local process (predictors/container.py); off refuses them with FAILED_PRECONDITION.
+    vertex_local_containers: bool = False
+    #: Executables containerSpec.command[0] may name; required with IAM enforced.
+    vertex_container_commands: tuple[str, ...] | None = None
+    #: Seconds a started container has to answer 200 on its health route.
+    vertex_container_start_s: float = 120.0
+    #: Seconds one call to a container's predict route may take.
+    vertex_container_timeout_s: float = 60.0
+    #: Container processes each serving process runs at most.
+    vertex_max_containers: int = 4
 
     @property
     def metrics_dir(self) -> Path:
@@ -210,6 +223,13 @@ class Settings:
         vertex = VertexSettings.from_env(env.get)
         if vertex is not None:  # Vertex AI routes one HTTP port only: gRPC stays off unless asked
             values.setdefault("grpc_port", 0)
+        if (values.get("vertex_local_containers") and values.get("iam_mode") == "enforce"
+                and not values.get("vertex_container_commands")):
+            # Running a command a model names is running code: with IAM enforced, only the
+            # executables the operator lists.
+            raise SettingsError(
+                "MLEMU_VERTEX_LOCAL_CONTAINERS: with MLEMU_IAM_MODE=enforce, also set "
+                "MLEMU_VERTEX_CONTAINER_COMMANDS to the executables containers may run")
         return cls(**values, vertex=vertex,
                    extra={k: v for k, v in env.items() if k.startswith("MLEMU_X_")})
 
@@ -252,15 +272,20 @@ class Settings:
         threads = self.threads or max(MIN_AUTO_THREADS, total // workers)
         return workers, threads
 
-    def grpc_processes(self, cpus: float | None = None) -> int:
-        """gRPC server processes `app.py serve` starts: MLEMU_GRPC_WORKERS, else one per gunicorn
-        worker. One Python process serves gRPC on one core at a time (the GIL); several, sharing
-        the port through SO_REUSEPORT, use as many cores as gunicorn does for HTTP."""
-        return self.grpc_workers or self.worker_layout(cpus)[0]
+    def grpc_in_workers(self) -> bool:
+        """Whether each gunicorn worker serves gRPC itself (grpcserve/in_worker.py): a gRPC port
+        and no MLEMU_GRPC_WORKERS. Sharing the worker's process shares its loaded models and
+        batchers with HTTP, so a model is loaded once per process."""
+        return bool(self.grpc_port) and self.grpc_workers is None
+
+    def grpc_processes(self) -> int:
+        """gRPC server processes of their own that `app.py serve` starts beside gunicorn:
+        MLEMU_GRPC_WORKERS (the separate layout: each loads every model again), else none."""
+        return (self.grpc_workers or 0) if self.grpc_port else 0
 
     def grpc_threads(self) -> int:
-        """Threads running one gRPC process's calls (grpcserve/server.py): MLEMU_THREADS when set (at
-        least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
+        """Threads running one process's gRPC calls (grpcserve/server.py): MLEMU_THREADS when set
+        (at least MIN_AUTO_THREADS), else MIN_AUTO_THREADS. grpc.aio receives every message in its
         event loop before a thread gets the call, so threads are for model compute only, and
         fewer of them leave more of the GIL to the loop (bench/NOTES.md, "Figures kept out of the
         code": 4 threads against 8 per gRPC process). Batching merges the calls

@@ -12,6 +12,7 @@ only the instances to the model); custom predictors get them as keyword argument
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import auth
@@ -19,9 +20,11 @@ import dataplane
 import explainers
 from core.errors import FailedPrecondition, NotFound
 from core.payloads import Caller, PredictRequest, PredictResponse
-from explainers import vertex_spec
-from observability import context
+from dataplane.bookkeeping import finish
+from explainers import vertex_parameters, vertex_spec
+from observability import context, instrument
 from predictors.base import Predictor
+from predictors.container import ContainerPredictor
 from registry import vertex_serving
 from registry.vertex_serving import Target
 
@@ -53,26 +56,49 @@ def resolve(emu: Emulator, caller: Caller, endpoint: str, permission: str,
     # Fault and latency rules (controls/), as dataplane.resolve applies them to the others.
     emu.controls.check(project, model, target.deployed_model_id,
                        endpoint=endpoint.rsplit("/", 1)[-1],
-                       deployed_model=target.deployed_model_id)
+                       deployed_model=target.deployed_model_id, api="vertex")
     return target, emu.deployments.get(target.version)
 
 
 def predict(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
             deployed_model_id: str | None = None) -> tuple[Target, PredictResponse]:
     target, predictor = resolve(emu, caller, endpoint, PREDICT, deployed_model_id)
+    return target, predict_on(emu, target, predictor, req)
+
+
+def predict_on(emu: Emulator, target: Target, predictor: Predictor,
+               req: PredictRequest) -> PredictResponse:
+    """The prediction once `resolve` chose the deployed model (rawPredict resolves first, to
+    learn whether the body is forwarded as it is)."""
     if predictor.framework:
         req = PredictRequest(req.instances)
-    return target, dataplane.predict_resolved(emu, target.version, predictor, req, stored=False)
+    return dataplane.predict_resolved(emu, target.version, predictor, req, stored=False)
+
+
+def forward_raw(emu: Emulator, target: Target, predictor: Predictor, body: bytes,
+                content_type: str) -> tuple[int, str, bytes] | None:
+    """rawPredict on a custom container (predictors/container.py): the body and its content
+    type go to its predict route as they came, and its (status, content type, body) come back,
+    as Vertex AI's rawPredict does; then the same bookkeeping as a prediction. None: the model
+    is not a container (the caller decodes `{"instances": ...}` for the prebuilt contract)."""
+    if not isinstance(predictor, ContainerPredictor):
+        return None
+    started = perf_counter()
+    with instrument.attributed(target.version.name):
+        status, answer_type, answer = predictor.raw(body, content_type)
+    if emu.instruments is not None:  # the model-call metrics `predict`'s timed method records
+        emu.instruments.version(target.version.name).model_call(perf_counter() - started, [body])
+    finish(emu, target.version, [body], {}, [answer], stored=False)
+    return status, answer_type, answer
 
 
 def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
             deployed_model_id: str | None = None, override: dict[str, Any] | None = None,
             ) -> tuple[Target, Any, list[dict[str, Any]]]:
     """Predictions and their explanations (explainers/), with the deployed model's
-    explanationSpec (or its model's), `override`'s fields taking precedence."""
+    explanationSpec (or its model's), `override` applied (explainers/vertex_parameters.py)."""
     target, predictor = resolve(emu, caller, endpoint, EXPLAIN, deployed_model_id)
-    spec = dict(target.explanation_spec or {})
-    spec.update({k: v for k, v in (override or {}).items() if v})
+    spec = vertex_parameters.apply_override(dict(target.explanation_spec or {}), override)
     if not spec or target.explanations_disabled:
         raise FailedPrecondition(
             f"Deployed model {target.deployed_model_id} of endpoint `{endpoint}` does not support "
@@ -80,7 +106,7 @@ def explain(emu: Emulator, caller: Caller, endpoint: str, req: PredictRequest,
     instances = list(req.instances) if isinstance(req.instances, list) else req.instances.rows()
     result = dataplane.predict_resolved(emu, target.version, predictor, PredictRequest(instances),
                                         stored=False)
-    explained = explainers.explain(predictor, vertex_spec.to_config(spec), None, instances,
+    explained = explainers.explain(predictor, vertex_spec.to_method(spec), None, instances,
                                    req.parameters if not predictor.framework else {},
                                    meta=vertex_spec.to_metadata(spec))
     return target, result.predictions, [vertex_spec.to_explanation(e) for e in explained]

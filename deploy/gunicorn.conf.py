@@ -112,9 +112,41 @@ def post_fork(server: Any, worker: Any) -> None:
     signal.signal(signal.SIGTERM, note)
 
 
+def _start_grpc(worker: Any) -> None:
+    """The worker's gRPC server over the worker's own Emulator (grpcserve/in_worker.py), when
+    gRPC is served inside the workers (a gRPC port, no MLEMU_GRPC_WORKERS). A port that cannot
+    be bound ends the worker with gunicorn's boot-error status, which halts the master: one line
+    says why."""
+    worker.mlemu_grpc = None
+    if not _settings.grpc_in_workers():
+        return
+    from grpcserve.in_worker import WorkerGrpc
+
+    try:  # what is left of the master's graceful_timeout once the stop begins
+        worker.mlemu_grpc = WorkerGrpc(worker.wsgi.extensions["mlemu"],
+                                       grace=max(0.0, worker.cfg.graceful_timeout - 1.0))
+    except RuntimeError as exc:
+        worker.log.error("cannot listen on %s:%s: %s", _settings.host, _settings.grpc_port, exc)
+        sys.exit(3)  # gunicorn's Arbiter.WORKER_BOOT_ERROR: the master halts
+
+
+def _stop_grpc(worker: Any) -> None:
+    """Refuse new gRPC calls at once; those in flight finish while HTTP drains."""
+    if getattr(worker, "mlemu_grpc", None) is not None:
+        worker.mlemu_grpc.begin_stop()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """In the worker, as it leaves: gRPC calls in flight get the rest of their grace."""
+    if getattr(worker, "mlemu_grpc", None) is not None:
+        worker.mlemu_grpc.finish(timeout=worker.mlemu_grpc.grace)
+
+
 def post_worker_init(worker: Any) -> None:
-    """Close each gthread worker's listeners as soon as it is told to stop (see the docstring),
-    also when it was told before it could listen for it (`post_fork`)."""
+    """Start the worker's gRPC server (`_start_grpc`); close each gthread worker's listeners
+    and stop its gRPC server as soon as it is told to stop (see the docstring), also when it was
+    told before it could listen for it (`post_fork`)."""
+    _start_grpc(worker)
     if not hasattr(worker, "method_queue"):  # not a gthread worker
         return
     handle_exit = worker.handle_exit
@@ -122,6 +154,7 @@ def post_worker_init(worker: Any) -> None:
     def handle_exit_and_stop_listening(sig: int, frame: Any) -> None:
         handle_exit(sig, frame)
         worker.method_queue.defer(_stop_listening, worker)
+        worker.method_queue.defer(_stop_grpc, worker)
 
     worker.handle_exit = handle_exit_and_stop_listening
     # Worker.init_signals registered the bound method before this hook ran: register again.

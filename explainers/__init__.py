@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import Cancelled, InvalidArgument
-from explainers import config, features, gradients, metadata, shapley, xrai
+from explainers import config, features, gradient_options, gradients, metadata, shapley, xrai
 from explainers.config import Method
 from predictors.base import Predictor
 
@@ -79,7 +79,8 @@ class _Instance:
         rows = self.layout.assemble(self.instance, self.shapes, vectors)
         return list(self.predictor.predict(rows, **self.parameters))
 
-    def gradient(self, label: int) -> gradients.Gradient:
+    def gradient(self, label: int, method: Method, rng: np.random.Generator) -> gradients.Gradient:
+        """The gradient of the score of `label` (averaged over noisy samples with SmoothGrad)."""
         aliases = [f.key or "" for f in self.layout.features]
 
         def gradient(points: np.ndarray) -> np.ndarray:
@@ -90,7 +91,22 @@ class _Instance:
             return np.concatenate([np.asarray(grads[a], np.float64).reshape(len(points), -1)
                                    for a in aliases], axis=1)
 
-        return gradient
+        smooth = method.smooth_grad
+        if smooth is None:
+            return gradient
+        names = [f.name for f in self.layout.features]
+        return gradient_options.smoothed(
+            gradient, gradient_options.sigmas(smooth, names, self.shapes), smooth.samples, rng)
+
+    def image(self, method: Method) -> np.ndarray:
+        """The one image input [height, width(, channels)] XRAI and a blurred baseline need."""
+        if len(self.shapes) != 1 or len(self.shapes[0]) not in (2, 3):
+            what = ("xraiAttribution" if method.name == config.XRAI else
+                    f"{method.name}.blurBaselineConfig")
+            raise InvalidArgument(f"{what} explains one image input, [height, width] or "
+                                  "[height, width, channels] per instance; this model's explained "
+                                  f"inputs have shapes {[list(s) for s in self.shapes]}.")
+        return self.x.reshape(self.shapes[0]).astype(np.float64)
 
 
 def _check(baseline: np.ndarray, stop: Callable[[], bool] | None) -> np.ndarray:
@@ -104,6 +120,8 @@ def _cost(item: _Instance, method: Method) -> int:
     """Model rows (gradient points) explaining `item` costs: one call for the instance and its
     baselines, then per baseline numPaths x (features + 1) rows, or numIntegralSteps points."""
     per_baseline = method.count * (item.x.size + 1 if method.name == config.SAMPLED_SHAPLEY else 1)
+    if method.smooth_grad is not None:
+        per_baseline *= method.smooth_grad.samples
     return 1 + len(item.baselines) * (1 + per_baseline)
 
 
@@ -132,7 +150,7 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
             raise InvalidArgument("Integrated gradients needs numeric inputs; explain inputs of "
                                   "other types with sampledShapleyAttribution.")
         attributions = np.mean([gradients.integrated_gradients(
-            item.gradient(label), item.x, _check(base, stop), method.count)
+            item.gradient(label, method, rng), item.x, _check(base, stop), method.count)
             for base in item.baselines], axis=0)
         error = abs(float(np.sum(attributions)) - delta)  # of the gradients XRAI ranks too
         if method.name == config.XRAI:
@@ -155,13 +173,8 @@ def _explain_one(item: _Instance, method: Method, meta: metadata.Metadata,
 
 def _xrai(item: _Instance, attributions: np.ndarray) -> np.ndarray:
     """XRAI's region map of the one image input (explainers/xrai.py), flat like the input."""
-    if len(item.shapes) != 1 or len(item.shapes[0]) not in (2, 3):
-        raise InvalidArgument("xraiAttribution explains one image input, [height, width] or "
-                              "[height, width, channels] per instance; this model's explained "
-                              f"inputs have shapes {[list(s) for s in item.shapes]}.")
-    shape = item.shapes[0]
-    image = item.x.reshape(shape).astype(np.float64)
-    return xrai.xrai(image, np.asarray(attributions, np.float64).reshape(shape)).reshape(-1)
+    image = item.image(Method(config.XRAI, 1))
+    return xrai.xrai(image, np.asarray(attributions, np.float64).reshape(image.shape)).reshape(-1)
 
 
 def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None,
@@ -169,13 +182,17 @@ def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None
             meta: metadata.Metadata | None = None,
             stop: Callable[[], bool] | None = None,
             any_framework: bool = True) -> list[dict[str, Any]]:
-    """One `{"attributions_by_label": [...]}` per instance. The metadata is `meta` when given
-    (Vertex AI's explanationSpec carries it inline), else the model directory's file. The
+    """One `{"attributions_by_label": [...]}` per instance, by the method of
+    `explanation_config` (an ml v1 explanationConfig, or a parsed Method: Vertex AI's,
+    explainers/vertex_spec.py, with its SmoothGrad and blurred baseline). The metadata is
+    `meta` when given (Vertex AI's explanationSpec carries it inline), else the model
+    directory's file. The
     request's whole cost is checked before the model runs (MAX_REQUEST_ROWS); `stop` is asked
     before each instance and baseline whether the caller is gone (then Cancelled: the work ends
     with the instance in hand). `any_framework`: whether models other than TensorFlow may be
     explained (config.check_framework; ml v1 passes MLEMU_EXPLAIN_ANY_FRAMEWORK)."""
-    method = config.parse(explanation_config)
+    method = (explanation_config if isinstance(explanation_config, Method)
+              else config.parse(explanation_config))
     config.check_framework(method, predictor.framework, any_framework)
     if meta is None:
         meta = metadata.load(model_dir or "")
@@ -183,6 +200,9 @@ def explain(predictor: Predictor, explanation_config: Any, model_dir: str | None
     items, total = [], 0
     for instance in instances:
         items.append(_Instance(predictor, layout, instance, parameters))
+        if method.blur_sigma > 0:  # the path starts at the blurred image instead
+            image = items[-1].image(method)
+            items[-1].baselines = [gradient_options.blurred(image, method.blur_sigma).reshape(-1)]
         total += _cost(items[-1], method)
         if total > MAX_REQUEST_ROWS:
             raise InvalidArgument(

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any
 
 from core.errors import InvalidArgument
+from explainers.gradient_options import SmoothGrad
 
 SAMPLED_SHAPLEY = "sampledShapleyAttribution"
 INTEGRATED_GRADIENTS = "integratedGradientsAttribution"
@@ -36,6 +37,9 @@ TENSORFLOW = "TENSORFLOW"
 class Method:
     name: str  # one of METHODS
     count: int  # numPaths or numIntegralSteps
+    #: Vertex AI's refinements of the gradient methods (explainers/gradient_options.py).
+    smooth_grad: SmoothGrad | None = None
+    blur_sigma: float = 0.0
 
     @property
     def uses_gradients(self) -> bool:

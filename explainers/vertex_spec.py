@@ -1,11 +1,13 @@
 """Vertex AI's ExplanationSpec (google/cloud/aiplatform/v1/explanation.proto and
 explanation_metadata.proto, googleapis/googleapis) in the terms of the ml v1 explainers: its
-`parameters` as an ml v1 explanationConfig, its inline `metadata` as the explanation_metadata.json
-an ml v1 model directory holds, and the explainers' answer as Vertex AI's Explanation.
+`parameters` as the explainers' Method (an ml v1 method and its count), its inline `metadata`
+as the explanation_metadata.json an ml v1 model directory holds, and the explainers' answer as
+Vertex AI's Explanation.
 
   parameters.sampledShapleyAttribution.pathCount       -> sampledShapleyAttribution.numPaths
   parameters.integratedGradientsAttribution.stepCount  -> integratedGradientsAttribution.numIntegralSteps
   parameters.xraiAttribution.stepCount                 -> xraiAttribution.numIntegralSteps
+  (with SmoothGrad and the blurred baseline of the gradient methods: vertex_parameters.py)
   metadata.inputs.{name}.{inputTensorName, inputBaselines, encoding, modality} (camelCase)
   metadata.outputs.{name}.{outputTensorName, indexDisplayNameMapping}
 """
@@ -15,30 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import FailedPrecondition, InvalidArgument
-from explainers import config, metadata
+from explainers import config, metadata, vertex_parameters
+from explainers.config import Method
 
-#: Vertex method -> (its count field, the ml v1 method it is).
-METHODS = {"sampledShapleyAttribution": "pathCount", "integratedGradientsAttribution": "stepCount",
-           "xraiAttribution": "stepCount"}
 INPUT_FIELDS = {"inputTensorName": "input_tensor_name", "inputBaselines": "input_baselines",
                 "encoding": "encoding", "modality": "modality", "groupName": "group_name",
                 "encodedTensorName": "encoded_tensor_name"}
 
 
-def to_config(spec: Any) -> dict[str, Any]:
-    """The ml v1 explanationConfig of an ExplanationSpec's `parameters`."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
+def to_method(spec: Any) -> Method:
+    """The explainers' Method of an ExplanationSpec's `parameters` (vertex_parameters.py)."""
+    if not isinstance(spec, dict):
         raise InvalidArgument("explanation_spec.parameters must be set to explain.")
-    params = spec["parameters"]
-    chosen = [name for name in METHODS if params.get(name) is not None]
-    if len(chosen) != 1:
-        raise InvalidArgument("explanation_spec.parameters must set exactly one of "
-                              f"{', '.join(METHODS)}.")
-    name = chosen[0]
-    body = params[name] if isinstance(params[name], dict) else {}
-    count = body.get(METHODS[name])
-    field = config.METHODS[name][0]
-    return {name: {} if count is None else {field: count}}
+    return vertex_parameters.to_method(spec.get("parameters"))
 
 
 def to_metadata(spec: Any) -> metadata.Metadata:
@@ -63,8 +54,7 @@ def to_metadata(spec: Any) -> metadata.Metadata:
 
 def check(spec: Any, framework: str) -> None:
     """What deploying checks of a model's or deployed model's ExplanationSpec."""
-    method = config.parse(to_config(spec), "explanation_spec.parameters")
-    config.check_framework(method, framework)
+    config.check_framework(to_method(spec), framework)
     to_metadata(spec)
 
 

@@ -2,16 +2,16 @@
 `PredictionService` (protocols/vertex_grpc.py) on one port.
 
 Both services run over the same dataplane, registry and settings as the HTTP app (protocols/
-v2_grpc.py, protocols/grps_grpc.py). `python app.py serve` starts this as its own process beside
-gunicorn when MLEMU_GRPC_PORT is not 0 (it never forks a process that has loaded a framework);
-`python -m grpcserve` runs it alone. Messages may be up to MLEMU_MAX_MESSAGE_BYTES (64 MiB by
-default; gRPC's own default is 4 MiB) in both directions.
+v2_grpc.py, protocols/grps_grpc.py). `python app.py serve` runs one inside each gunicorn worker
+over that worker's Emulator (grpcserve/in_worker.py), or, with MLEMU_GRPC_WORKERS, that many
+processes of their own beside gunicorn (`main`; they are exec'd, never forked from a process that
+has loaded a framework); `python -m grpcserve` runs one alone. Messages may be up to
+MLEMU_MAX_MESSAGE_BYTES (64 MiB by default; gRPC's own default is 4 MiB) in both directions.
 
-One process serves gRPC on one core at a time (the GIL), so `serve` starts MLEMU_GRPC_WORKERS of
-them (default: one per gunicorn worker) with `--reuse-port`: they bind the same port with
-SO_REUSEPORT and the kernel spreads connections over them. Alone, or without the flag, the port is
-bound exclusively and a port in use fails the start (`serve` checks the port before sharing it:
-supervisor.check_port_free).
+One process serves gRPC on one core at a time (the GIL), so several processes serve it, binding
+the same port with SO_REUSEPORT (`reuse_port`, `--reuse-port`): the kernel spreads connections
+over them. Alone, or without the flag, the port is bound exclusively and a port in use fails the
+start (`serve` checks the port before sharing it: cli/preflight.py).
 """
 
 from __future__ import annotations
@@ -145,7 +145,11 @@ class _Services:
 
 
 def _message_type(deserialize: Any) -> str:
-    """The full name of the message a generated deserializer (`Message.FromString`) parses."""
+    """The full name of the message a generated deserializer (`Message.FromString`) parses,
+    or a lazy one (protocols/vertex_grpc.py) names."""
+    named = getattr(deserialize, "message_type", None)
+    if isinstance(named, str):
+        return named
     descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     return str(getattr(descriptor, "full_name", "request"))
 

@@ -3,10 +3,11 @@
 grpcserve/server.py wraps each servicer method once, when it builds the server, in a function that
 runs where the call runs (on the event loop or in a pool thread, grpcserve/dispatch.py), so the
 request context it opens is the one `dataplane.resolve` fills. Protocol comes from the service
-(`inference.GRPCInferenceService` -> v2, `grps.protos.v1.GrpsService` -> grps), method is the
-RPC's own name, the code is the gRPC status name the servicer set (`abort` or `set_code`, seen
-through a recording context), else OK. (An interceptor did this before; grpc.aio runs
-interceptors per call, coroutine and all, and this is the same work without them.)
+(`inference.GRPCInferenceService` -> v2, `grps.protos.v1.GrpsService` -> grps,
+`google.cloud.aiplatform.v1.PredictionService` -> aiplatform), method is the RPC's own name, the
+code is the gRPC status name the servicer set (`abort` or `set_code`, seen through a recording
+context), else OK. (An interceptor did this before; grpc.aio runs interceptors per call,
+coroutine and all, and this is the same work without them.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import grpc
 from observability import context
 from observability.metrics import Instruments
 
-_SERVICES = {"inference.GRPCInferenceService": "v2", "grps.protos.v1.GrpsService": "grps"}
+_SERVICES = {"inference.GRPCInferenceService": "v2", "grps.protos.v1.GrpsService": "grps",
+             "google.cloud.aiplatform.v1.PredictionService": "aiplatform"}
 #: RPC name -> the method name the same call has over REST (observability/http.py
 #: control_names), so one fault rule or journal filter covers both transports.
 CONTROL_METHODS = {
@@ -30,6 +32,8 @@ CONTROL_METHODS = {
              "ServerMetadata": "metadata.server", "CheckLiveness": "health.live",
              "CheckReadiness": "health.ready", "Online": "health.online",
              "Offline": "health.offline"},
+    # Vertex AI's PredictionService (protocols/vertex_grpc.py): its REST methods' names.
+    "aiplatform": {"Predict": "predict", "RawPredict": "rawPredict", "Explain": "explain"},
 }
 
 

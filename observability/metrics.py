@@ -10,8 +10,9 @@ registry (`Instruments.registry`), with the standard process collector.
 
 Label values are bounded: model and version labels come from the registry (a request naming an
 unknown model is recorded with empty model and version), protocol and method from fixed sets
-(http.py, grpc.py). The hot path records through a `Tally` (tally.py): a dict lookup and two
-list updates per value, no lock.
+(http.py, grpc.py). The hot path records through a `Tally` (tally.py): a dict lookup and a few
+list updates per event, no lock; a request's count and latency share one row, and so do a model
+call's latency and instances.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
 from observability import metric_files
-from observability.tally import Tally, bounds
+from observability.tally import Pair, Tally, bounds
 
 # Metric files that cannot be written (a full or read-only disk) must not kill the process.
 metric_files.install()
@@ -40,6 +41,8 @@ _COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384)
 _BATCH = _COUNTS[:8]
 LATENCY_BOUNDS, COUNT_BOUNDS, BATCH_BOUNDS = bounds(_LATENCY), bounds(_COUNTS), bounds(_BATCH)
 _VERSION = ("model", "version")
+#: Label tuples whose request children `Instruments.request_children` keeps at most.
+REQUEST_CHILDREN = 4096
 _REQUEST = ("transport", "protocol", "method", "model", "version")
 #: The standard process collector's figures, as gauges each process publishes under
 #: multiprocess mode (it reads only its own process); a `pid` label tells them apart.
@@ -157,12 +160,15 @@ class VersionInstruments:
         self.load_seconds = metrics.load_seconds.labels(*labels)
         self.load_failures = metrics.load_failures.labels(*labels)
         self.evictions = metrics.evictions.labels(*labels)
+        #: A model call's latency and its instances, recorded in one row (outside a merge).
+        self._call = Pair(self.call_seconds, LATENCY_BOUNDS, self.instances, COUNT_BOUNDS)
 
     def model_call(self, seconds: float, instances: Any) -> None:
-        tally = self.tally
-        tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
-        if not self._merging.on:
-            tally.observe(self.instances, COUNT_BOUNDS, _rows(instances))
+        if self._merging.on:  # each merged request's instances were counted by merged_call
+            self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
+        else:  # a list's length without a call to _rows: the most frequent instances
+            self.tally.observe_pair(self._call, seconds, len(instances)
+                                    if type(instances) is list else _rows(instances))
 
     @contextmanager
     def merged_call(self, sizes: list[int]) -> Iterator[None]:
@@ -209,10 +215,21 @@ class Instruments:
         key = (transport, protocol, method, model, version, code)
         children = self._requests.get(key)
         if children is None:
-            children = self._requests.setdefault(key, (
-                self.metrics.requests.labels(*key), self.metrics.request_seconds.labels(*key[:5])))
-        self.tally.inc(children[0])
-        self.tally.observe(children[1], LATENCY_BOUNDS, seconds)
+            children = self.request_children(key)
+        # The request's count (by code) and its latency are one event: one tally row.
+        self.tally.observe_counted(children[0], children[1], LATENCY_BOUNDS, seconds)
+
+    def request_children(self, key: tuple[str, ...]) -> tuple[Any, Any]:
+        """The request counter's and latency histogram's children of a label tuple, cached:
+        prometheus_client's `labels()` validates and joins the values under a lock on every
+        call. The cache is bounded (REQUEST_CHILDREN label tuples, then it starts over): label
+        values are bounded by the registry, but deleted versions' tuples must not pile up.
+        Starting over costs nothing but lookups: `labels()` gives the same child objects
+        again, so the tally's rows (keyed by them) go on."""
+        if len(self._requests) >= REQUEST_CHILDREN:
+            self._requests.clear()
+        return self._requests.setdefault(key, (
+            self.metrics.requests.labels(*key), self.metrics.request_seconds.labels(*key[:5])))
 
     def flush(self) -> None:
         """Bring prometheus_client's values up to date (before this process answers a scrape)."""

@@ -11,6 +11,13 @@ Histograms are flushed into the child's own bucket and sum values: prometheus_cl
 public way to add many observations at once (its Histogram child keeps `_buckets`, one per upper
 bound, and `_sum`; tests/observability/test_metrics_live.py checks the result).
 
+Values always recorded together share a row, so the hot path looks one row up per event, not
+one per value: a request's counter (by status code) and its latency histogram
+(`observe_counted`: the counter's value is the row's number of updates), a model call's latency
+and instances histograms (`observe_pair`). Each row lookup goes through a thread-local and a
+dict, and between two requests the model's own work evicts them from the CPU's caches, so
+fewer lookups per request cost measurably less (bench/notes/metrics-cost.md).
+
 A flush costs time in proportion to the rows: one per thread and label set. With many models
 (200 versions spread over 4 busy threads, 4 rows each per version) it took a visible share of a
 worker's GIL time every second (py-spy; bench/NOTES.md), and a request that needed the
@@ -33,6 +40,9 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
+
+#: What one row holds: each child with its histogram's upper bounds (None: a counter's value).
+Parts = tuple[tuple[Any, "tuple[float, ...] | None"], ...]
 
 
 def bounds(buckets: tuple[float, ...]) -> tuple[float, ...]:
@@ -64,18 +74,24 @@ class Tally:
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
 
-    def _row(self, child: Any, bounds: tuple[float, ...] | None) -> list[float]:
+    def _row(self, key: Any, parts: Parts, counts: Any = None) -> list[float]:
+        """This thread's row of `key`, made on its first use: `parts` (the children it holds,
+        each a counter's value or a histogram's sum and buckets), then its number of updates."""
         try:
             rows = self._local.rows
         except AttributeError:
             rows = self._local.rows = {}
-        row = rows.get(child)
-        if row is None:  # the value (or sum and buckets), then the number of updates
-            row = rows[child] = [0.0] * (2 if bounds is None else len(bounds) + 2)
+        row = rows.get(key)
+        if row is None:
+            size = sum(1 if b is None else len(b) + 1 for _, b in parts) + 1
+            row = rows[key] = [0.0] * size
             with self._lock:
-                entry = self._children.get(child)
+                entry = self._children.get(key)
                 if entry is None:
-                    entry = self._children[child] = _Child(bounds, len(row))
+                    entry = self._children[key] = _Child(parts, counts, size)
+                elif entry.parts != parts or entry.counts is not counts:
+                    # Each thread's rows of one key must add up: one layout per key.
+                    raise ValueError("a tally key is recorded to one way only")
                 entry.rows.append(row)
                 if self._flusher is None:
                     ref = weakref.ref(self)
@@ -89,7 +105,7 @@ class Tally:
         try:
             row = self._local.rows[child]
         except (AttributeError, KeyError):  # this thread's first use of `child`
-            row = self._row(child, None)
+            row = self._row(child, ((child, None),))
         row[0] += amount
         row[-1] += 1
 
@@ -97,33 +113,78 @@ class Tally:
         try:
             row = self._local.rows[child]
         except (AttributeError, KeyError):
-            row = self._row(child, bounds)
+            row = self._row(child, ((child, bounds),))
         row[0] += value
         row[1 + bisect_left(bounds, value)] += 1
+        row[-1] += 1
+
+    def observe_counted(self, counter: Any, histogram: Any, bounds: tuple[float, ...],
+                        value: float) -> None:
+        """`value` observed in `histogram` and one added to `counter`: one event both count (a
+        request: its latency, and its count with its status code). One row holds both (keyed
+        by `counter`, which is recorded to this way only): the counter's value is the row's
+        number of updates, so this costs what one `observe` does."""
+        try:
+            row = self._local.rows[counter]
+        except (AttributeError, KeyError):
+            row = self._row(counter, ((histogram, bounds),), counts=counter)
+        row[0] += value
+        row[1 + bisect_left(bounds, value)] += 1
+        row[-1] += 1
+
+    def observe_pair(self, pair: Pair, first: float, second: float) -> None:
+        """`first` observed in `pair.first` and `second` in `pair.second` (a model call: its
+        latency and its instances), in one row: one lookup instead of two."""
+        try:
+            row = self._local.rows[pair]
+        except (AttributeError, KeyError):
+            row = self._row(pair, pair.parts)
+        row[0] += first
+        row[1 + bisect_left(pair.first_bounds, first)] += 1
+        at = pair.at
+        row[at] += second
+        row[at + 1 + bisect_left(pair.second_bounds, second)] += 1
         row[-1] += 1
 
     def flush(self) -> None:
         with self._lock:
             clock = self._clock
             slice_end = clock() + self.SLICE_S
-            for child, entry in self._children.items():
-                entry.flush(child)
+            for entry in self._children.values():
+                entry.flush()
                 if clock() > slice_end:
                     self._pause(0)  # releases the GIL: a waiting request runs now, not in 5 ms
                     slice_end = clock() + self.SLICE_S
 
 
+class Pair:
+    """Two histogram children always observed together (`Tally.observe_pair`); the key of their
+    rows, so one Pair is made per couple and kept (VersionInstruments holds its own)."""
+
+    __slots__ = ("at", "first", "first_bounds", "parts", "second", "second_bounds")
+
+    def __init__(self, first: Any, first_bounds: tuple[float, ...], second: Any,
+                 second_bounds: tuple[float, ...]) -> None:
+        self.first, self.first_bounds = first, first_bounds
+        self.second, self.second_bounds = second, second_bounds
+        self.parts: Parts = ((first, first_bounds), (second, second_bounds))
+        #: Where the second histogram's sum is in a row (its buckets follow).
+        self.at = len(first_bounds) + 1
+
+
 class _Child:
-    """Every thread's row of one prometheus_client child, and their sum as last written to it."""
+    """Every thread's row of one key (its `parts`, see `Tally._row`), and their sum as last
+    written to prometheus_client; `counts`, a counter that counts the row's updates."""
 
-    __slots__ = ("bounds", "rows", "written")
+    __slots__ = ("counts", "parts", "rows", "written")
 
-    def __init__(self, bounds: tuple[float, ...] | None, size: int) -> None:
-        self.bounds = bounds
+    def __init__(self, parts: Parts, counts: Any, size: int) -> None:
+        self.parts = parts
+        self.counts = counts
         self.rows: list[list[float]] = []
         self.written = [0.0] * size
 
-    def flush(self, child: Any) -> None:
+    def flush(self) -> None:
         rows, written = self.rows, self.written
         if sum([row[-1] for row in rows]) == written[-1]:  # no update since the last flush
             return
@@ -131,14 +192,20 @@ class _Child:
         # sum of the copies is what to have written so far, and a later update the next flush's.
         copies = [row[:] for row in rows]
         now = copies[0] if len(copies) == 1 else [sum(c) for c in zip(*copies, strict=True)]
-        if self.bounds is None:
-            child.inc(now[0] - written[0])
-        else:
-            if now[0] != written[0]:
-                child._sum.inc(now[0] - written[0])
-            for bucket, new, old in zip(child._buckets, now[1:-1], written[1:-1], strict=True):
-                if new != old:
-                    bucket.inc(new - old)
+        at = 0
+        for child, bounds in self.parts:
+            if bounds is None:
+                child.inc(now[at] - written[at])
+                at += 1
+                continue
+            if now[at] != written[at]:
+                child._sum.inc(now[at] - written[at])
+            for i, bucket in enumerate(child._buckets, at + 1):
+                if now[i] != written[i]:
+                    bucket.inc(now[i] - written[i])
+            at += len(bounds) + 1
+        if self.counts is not None:
+            self.counts.inc(now[-1] - written[-1])
         self.written = now
 
 

@@ -4,8 +4,8 @@ default to gRPC) over an insecure channel to mlemu's gRPC port.
 
 The messages are the protobuf descriptors google-cloud-aiplatform ships
 (google/cloud/aiplatform_v1/types/prediction_service.py, from googleapis/googleapis
-google/cloud/aiplatform/v1/prediction_service.proto); they are imported only when the gRPC server
-starts, and the service is left out (with a log line) where that package is not installed.
+google/cloud/aiplatform/v1/prediction_service.proto); they are imported on the service's first
+call, and the service is left out (with a log line) where that package is not installed.
 Requests go through the same use cases as REST (dataplane/vertex.py). Errors are gRPC statuses
 with the error's canonical code and message; RawPredict names the deployed model in its initial
 metadata (x-vertex-ai-* keys, as rawPredict's REST headers do).
@@ -14,8 +14,10 @@ metadata (x-vertex-ai-* keys, as rawPredict's REST headers do).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from core import wirejson
 from core.errors import ApiError, InvalidArgument
 from core.payloads import PredictRequest
 from dataplane import vertex as vertex_dataplane
+from predictors.container import container_error
 from protocols.aiplatform import encode_predictions
 from protocols.v2_grpc import InvocationHeaders
 from protocols.vertex import decode_vertex_predict
@@ -82,18 +85,29 @@ class VertexPredictionServicer:
     def RawPredict(self, request: Any, context: grpc.ServicerContext) -> Any:
         caller = self._caller(context)
         vertex_dataplane.admit(self.emu, caller, request.endpoint)
+        target, predictor = vertex_dataplane.resolve(self.emu, caller, request.endpoint,
+                                                     vertex_dataplane.PREDICT)
+        forwarded = vertex_dataplane.forward_raw(self.emu, target, predictor,
+                                                 request.http_body.data,
+                                                 request.http_body.content_type)
+        context.send_initial_metadata(tuple(
+            (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
+        answer = self.types.HttpBody()
+        if forwarded is not None:  # a custom container: its body, or its error as a status
+            status, content_type, data = forwarded
+            if not 200 <= status < 300:
+                raise container_error(status, data)
+            answer.content_type, answer.data = content_type, data
+            return answer
         try:
             body = wirejson.loads(request.http_body.data)
         except wirejson.DecodeError as exc:
             raise InvalidArgument(f"The model server takes a JSON body: {exc}") from None
         if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
             raise InvalidArgument('The model server takes a JSON body {"instances": [...]}.')
-        target, result = vertex_dataplane.predict(
-            self.emu, caller, request.endpoint,
+        result = vertex_dataplane.predict_on(
+            self.emu, target, predictor,
             PredictRequest(body["instances"], body.get("parameters") or {}))
-        context.send_initial_metadata(tuple(
-            (key.lower(), value) for key, value in vertex_dataplane.identity_headers(target).items()))
-        answer = self.types.HttpBody()
         answer.content_type = "application/json"
         answer.data = wirejson.dumps({"predictions": encode_predictions(result.predictions)})
         return answer
@@ -113,35 +127,61 @@ class VertexPredictionServicer:
 
 
 class _Types:
-    """The raw protobuf classes of the messages this service exchanges."""
+    """The raw protobuf classes of the messages this service exchanges, imported on first use:
+    every gunicorn worker runs the gRPC server (grpcserve/in_worker.py), and google-cloud-
+    aiplatform's types, a large share of a worker's memory, are then held only by the workers
+    that serve this service."""
+
+    _NAMES = ("PredictRequest", "PredictResponse", "RawPredictRequest", "ExplainRequest",
+              "ExplainResponse")
 
     def __init__(self) -> None:
-        from google.api import httpbody_pb2
-        from google.cloud.aiplatform_v1.types import prediction_service
+        self._lock = threading.Lock()
+        self._loaded: dict[str, Any] | None = None
 
-        self.PredictRequest = prediction_service.PredictRequest.pb()
-        self.PredictResponse = prediction_service.PredictResponse.pb()
-        self.RawPredictRequest = prediction_service.RawPredictRequest.pb()
-        self.ExplainRequest = prediction_service.ExplainRequest.pb()
-        self.ExplainResponse = prediction_service.ExplainResponse.pb()
-        self.HttpBody = httpbody_pb2.HttpBody
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        with self._lock:
+            if self._loaded is None:
+                from google.api import httpbody_pb2
+                from google.cloud.aiplatform_v1.types import prediction_service
+
+                loaded = {n: getattr(prediction_service, n).pb() for n in self._NAMES}
+                self._loaded = {**loaded, "HttpBody": httpbody_pb2.HttpBody}
+        return self._loaded[name]
+
+
+class _Parse:
+    """A request deserializer that loads its message class on the first call; `message_type`
+    names the message (grpcserve/server.py reports a request that does not parse with it)."""
+
+    def __init__(self, types: _Types, name: str, message_type: str) -> None:
+        self.types, self.name, self.message_type = types, name, message_type
+
+    def __call__(self, data: bytes) -> Any:
+        return getattr(self.types, self.name).FromString(data)
+
+
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())
 
 
 def handlers(emu: Emulator) -> dict[str, grpc.RpcMethodHandler] | None:
     """The service's method handlers (None: google-cloud-aiplatform is not installed)."""
-    try:
-        types = _Types()
-    except ImportError:
+    if importlib.util.find_spec("google.cloud.aiplatform_v1") is None:
         log.info("google-cloud-aiplatform is not installed: Vertex AI's PredictionService is not "
                  "served over gRPC")
         return None
+    types = _Types()
     servicer = VertexPredictionServicer(emu, types)
 
-    def unary(behavior: Callable[..., Any], request: Any, response: Any) -> grpc.RpcMethodHandler:
+    def unary(behavior: Callable[..., Any], request: str, package: str) -> grpc.RpcMethodHandler:
         return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=request.FromString,
-            response_serializer=response.SerializeToString)
+            behavior, request_deserializer=_Parse(types, request, f"{package}.{request}"),
+            response_serializer=_serialize)
 
-    return {"Predict": unary(servicer.Predict, types.PredictRequest, types.PredictResponse),
-            "RawPredict": unary(servicer.RawPredict, types.RawPredictRequest, types.HttpBody),
-            "Explain": unary(servicer.Explain, types.ExplainRequest, types.ExplainResponse)}
+    vertex = "google.cloud.aiplatform.v1"
+    return {"Predict": unary(servicer.Predict, "PredictRequest", vertex),
+            "RawPredict": unary(servicer.RawPredict, "RawPredictRequest", vertex),
+            "Explain": unary(servicer.Explain, "ExplainRequest", vertex)}

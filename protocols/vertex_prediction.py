@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, current_app, request
 
 from core.errors import InvalidArgument
 from core.payloads import PredictRequest
@@ -65,16 +65,28 @@ def predict(project: str, location: str, endpoint: str) -> Response:
 
 @bp.post(ENDPOINT + ":rawPredict")
 def raw_predict(project: str, location: str, endpoint: str) -> Response:
-    """The prebuilt model servers take `{"instances": [...]}` and answer
-    `{"predictions": [...]}`; rawPredict passes both through without Vertex AI's wrapping."""
+    """A custom container (MLEMU_VERTEX_LOCAL_CONTAINERS) gets the body and content type as
+    they came and its status, content type and body are answered. The prebuilt model servers
+    take `{"instances": [...]}` and answer `{"predictions": [...]}`; rawPredict passes both
+    through without Vertex AI's wrapping."""
     name = _endpoint(project, location, endpoint)
-    emu, caller, body = _read(vertex_dataplane.PREDICT, name)
+    emu, caller = current_app.extensions["mlemu"], request_caller()
+    vertex_dataplane.admit(emu, caller, name)
+    data = read_body(emu.settings.max_request_bytes)
+    target, predictor = vertex_dataplane.resolve(emu, caller, name, vertex_dataplane.PREDICT)
+    headers = vertex_dataplane.identity_headers(target)
+    forwarded = vertex_dataplane.forward_raw(emu, target, predictor, data,
+                                             request.content_type or "")
+    if forwarded is not None:
+        status, content_type, answer = forwarded
+        return Response(answer, status=status, headers=headers,
+                        content_type=content_type or "application/octet-stream")
+    body = decode_json(data)
     if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
         raise InvalidArgument('The model server takes a JSON body {"instances": [...]}.')
     req = PredictRequest(body["instances"], body.get("parameters") or {})
-    target, result = vertex_dataplane.predict(emu, caller, name, req)
-    return _json({"predictions": encode_predictions(result.predictions)},
-                 vertex_dataplane.identity_headers(target))
+    result = vertex_dataplane.predict_on(emu, target, predictor, req)
+    return _json({"predictions": encode_predictions(result.predictions)}, headers)
 
 
 EXPLAIN_KEYS = ("instances", "parameters", "explanationSpecOverride", "deployedModelId")

@@ -31,6 +31,7 @@ from observability import instrument
 from observability.metrics import Instruments
 from predictors.base import Predictor, PredictorOptions
 from predictors.batching import Batchers
+from predictors.container import ContainerHost
 from registry import artifacts, footprint
 from registry.gcs import GcsCache
 from registry.resources import Version
@@ -59,8 +60,11 @@ class Deployments:
     def __init__(self, package_cache: Path, loader: Loader | None = None,
                  gcs: GcsCache | None = None, options: PredictorOptions | None = None,
                  max_loaded: int = 0, instruments: Instruments | None = None,
-                 max_bytes: int = 0, sizer: Sizer | None = None) -> None:
+                 containers: ContainerHost | None = None, max_bytes: int = 0,
+                 sizer: Sizer | None = None) -> None:
         self._package_cache = package_cache
+        #: Runs Vertex AI custom containers' commands (None: they do not load).
+        self.containers = containers
         #: Metrics of loads and model calls (None: metrics off; calls are still attributed).
         self.instruments = instruments
         #: How this emulator's built-in predictors run (e.g. XGBoost's threads per call).
@@ -94,6 +98,13 @@ class Deployments:
 
     def load_version(self, version: Version) -> Predictor:
         """Resolve a version's artifacts and build its predictor (no caching)."""
+        container = version.serving.get("container")
+        if container is not None:  # a Vertex AI custom container: its command, started here
+            if self.containers is None:
+                raise ModelLoadError("Custom containers do not run in this process.")
+            model_dir = (artifacts.resolve_model_dir(version.deployment_uri, self.gcs)
+                         if version.deployment_uri else "")
+            return self.containers.start(container, model_dir)
         model_dir = artifacts.resolve_model_dir(version.deployment_uri, self.gcs)
         roots = [
             artifacts.unpack_package(artifacts.resolve_uri(uri, gcs=self.gcs), self._package_cache)

@@ -68,10 +68,16 @@ def framework_of(image_uri: str) -> str | None:
 ROUTINE_ENV = "MLEMU_PREDICTOR_CLASS"
 
 
-def serving_fields(version: dict[str, Any], name: str) -> dict[str, Any]:
+#: The containerSpec fields a custom container runs with (predictors/container.py).
+CONTAINER_FIELDS = ("command", "args", "env", "ports", "predictRoute", "healthRoute")
+
+
+def serving_fields(version: dict[str, Any], name: str,
+                   local_containers: bool = False) -> dict[str, Any]:
     """How a model version is served (internal keys of a deployment or a batch job): a prebuilt
-    image's framework, or a Custom Prediction Routine named in its containerSpec.env whose
-    modules are in its artifactUri; FAILED_PRECONDITION for any other custom image."""
+    image's framework, a Custom Prediction Routine named in its containerSpec.env whose
+    modules are in its artifactUri, or (`local_containers`: MLEMU_VERTEX_LOCAL_CONTAINERS) its
+    containerSpec.command run as a local process; FAILED_PRECONDITION for any other image."""
     spec = version.get("containerSpec") or {}
     image = spec.get("imageUri", "")
     uri = version.get("artifactUri", "")
@@ -83,10 +89,20 @@ def serving_fields(version: dict[str, Any], name: str) -> dict[str, Any]:
     if routine and uri:
         return {"_artifactUri": uri, "_framework": "", "_predictionClass": str(routine),
                 "_packageUris": [uri]}
+    if local_containers and spec.get("command"):
+        return {"_artifactUri": uri, "_framework": "",
+                "_container": {k: spec[k] for k in CONTAINER_FIELDS if k in spec}}
+    if local_containers:
+        raise FailedPrecondition(
+            f"Model {name} uses the custom container image {image} without "
+            "containerSpec.command: mlemu runs no images, only a command as a local process "
+            "(docs/vertex.md).")
     raise FailedPrecondition(
         f"Model {name} uses the custom container image {image}: mlemu runs no containers. It "
-        "serves Vertex AI's prebuilt sklearn, xgboost and tf2 prediction images, and Custom "
-        f"Prediction Routines named by containerSpec.env {ROUTINE_ENV} (docs/vertex.md).")
+        "serves Vertex AI's prebuilt sklearn, xgboost and tf2 prediction images, Custom "
+        f"Prediction Routines named by containerSpec.env {ROUTINE_ENV}, and, with "
+        "MLEMU_VERTEX_LOCAL_CONTAINERS=true, a containerSpec.command as a local process for "
+        "online prediction (docs/vertex.md).")
 
 
 def split_versioned(model: str) -> tuple[str, str | None]:

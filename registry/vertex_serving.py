@@ -21,10 +21,15 @@ from registry.vertex_traffic import Router
 
 
 def serving_version(endpoint: str, dm: dict[str, Any]) -> Version:
+    serving: dict[str, Any] = {}
+    if "_container" in dm:  # a custom container's command (predictors/container.py)
+        serving["container"] = {**dm["_container"], "endpointId": endpoint.rsplit("/", 1)[-1],
+                                "deployedModelId": dm["id"], "project": endpoint.split("/")[1]}
     return Version(
         name=vr.serving_key(endpoint, dm["id"]), deployment_uri=dm.get("_artifactUri", ""),
         framework=dm.get("_framework", ""), prediction_class=dm.get("_predictionClass", ""),
-        package_uris=list(dm.get("_packageUris", [])), state="READY", uid=dm["_uid"])
+        package_uris=list(dm.get("_packageUris", [])), state="READY", uid=dm["_uid"],
+        serving=serving)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,11 +3,14 @@
 googleapis), on the same Beam pipeline as ml v1 jobs (controlplane/vertex/batch_work.py runs
 them on the task runner's long-task threads).
 
-Inputs: `instancesFormat` jsonl, tf-record, tf-record-gzip from `gcsSource.uris` (gs:// or local
-paths under MLEMU_DATA_ROOTS); csv, file-list and bigquery are refused with UNIMPLEMENTED naming
-the format. Output: jsonl under `gcsDestination.outputUriPrefix`/prediction-<model>-<time>/,
-reported in `outputInfo.gcsOutputDirectory`. Every framework runs (unlike ml v1's TensorFlow-only
-batch prediction).
+Inputs: `instancesFormat` jsonl, csv, tf-record, tf-record-gzip and file-list from
+`gcsSource.uris` (gs:// or local paths under MLEMU_DATA_ROOTS; batch/vertex_inputs.py reads csv
+and file-list); BigQuery (`bigquerySource`, `bigqueryDestination`) is refused with UNIMPLEMENTED
+saying so. An `instanceConfig` is checked here (batch/vertex_instances.py, `problem`) and
+applied by the job's workers. Output: jsonl under
+`gcsDestination.outputUriPrefix`/prediction-<model>-<time>/, reported in
+`outputInfo.gcsOutputDirectory`. Every framework runs (unlike ml v1's TensorFlow-only batch
+prediction).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 import auth
+from batch import vertex_instances
+from batch.spec import CSV_INPUT, FILE_LIST_INPUT
 from controlplane.vertex import listing
 from controlplane.vertex.common import (
     not_found,
@@ -39,7 +44,11 @@ TASK = "VERTEX_BATCH_PREDICTION"
 QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLING, CANCELLED = 1, 2, 3, 4, 5, 6, 7
 DONE = (SUCCEEDED, FAILED, CANCELLED)
 #: Vertex instancesFormat -> the pipeline's data format.
-FORMATS = {"jsonl": "JSON", "tf-record": "TF_RECORD", "tf-record-gzip": "TF_RECORD_GZIP"}
+FORMATS = {"jsonl": "JSON", "csv": CSV_INPUT, "tf-record": "TF_RECORD",
+           "tf-record-gzip": "TF_RECORD_GZIP", "file-list": FILE_LIST_INPUT}
+#: The formats a model supports (its supportedInputStorageFormats, registry/vertex_resources.py),
+#: as refusals name them.
+GCS_FORMATS = ", ".join(FORMATS)
 #: Bounds on what a job may ask for: instances per model call, and workers (local runners run
 #: at most one per CPU whatever the job asks).
 MAX_BATCH_SIZE = 10_000
@@ -65,22 +74,39 @@ def _output_dir(prefix: str, display_name: str) -> str:
     return f"{prefix.rstrip('/')}/prediction-{safe}-{stamp}"
 
 
-def _check_io(emu: Emulator, body: dict[str, Any]) -> tuple[list[str], str]:
+def _check_io(emu: Emulator, body: dict[str, Any], model: str) -> tuple[list[str], str]:
     given = require_object(body.get("inputConfig"), "input_config")
     fmt = str(given.get("instancesFormat") or "")
     if fmt == "bigquery" or given.get("bigquerySource"):
-        raise Unimplemented("BigQuery batch prediction input is not emulated by mlemu: use "
-                            "gcsSource with jsonl, tf-record or tf-record-gzip.")
+        raise Unimplemented("BigQuery batch prediction input (input_config.bigquery_source, "
+                            "instances_format 'bigquery') is not emulated by mlemu: give "
+                            f"input_config.gcs_source with instances_format {GCS_FORMATS}.")
     if fmt not in FORMATS:
-        raise (Unimplemented if fmt in ("csv", "file-list") else InvalidArgument)(
-            f"instances_format {fmt!r} is not supported by mlemu; use one of "
-            f"{', '.join(FORMATS)}.")
+        # The service's words for a format the model does not list in its
+        # supportedInputStorageFormats, as quoted in
+        # https://github.com/googleapis/python-aiplatform/issues/467.
+        raise InvalidArgument(f'Instance format "{fmt}" is not supported for Model {model}. '
+                              f"Supported values are: [{GCS_FORMATS}].")
     uris = string_list(optional_object(given.get("gcsSource"), "gcsSource").get("uris"), "uris")
     if not uris or not all(uris):
         raise InvalidArgument("input_config.gcs_source.uris must name at least one file.")
+    config = optional_object(body.get("instanceConfig"), "instanceConfig")
+    for field in ("includedFields", "excludedFields"):
+        string_list(config.get(field), f"instance_config.{field}")
+    why = vertex_instances.problem(config, fmt)
+    if why:
+        raise InvalidArgument(why)
     out = require_object(body.get("outputConfig"), "output_config")
-    if str(out.get("predictionsFormat") or "jsonl") != "jsonl":
-        raise Unimplemented("mlemu writes batch predictions as jsonl only.")
+    written = str(out.get("predictionsFormat") or "jsonl")
+    if written == "bigquery" or out.get("bigqueryDestination"):
+        raise Unimplemented("BigQuery batch prediction output (output_config."
+                            "bigquery_destination, predictions_format 'bigquery') is not emulated "
+                            "by mlemu: give output_config.gcs_destination with predictions_format "
+                            "jsonl.")
+    if written != "jsonl":
+        # The model's supportedOutputStorageFormats (registry/vertex_resources.py) is jsonl.
+        raise Unimplemented(f"predictions_format {written!r} is not supported by mlemu; it "
+                            "writes jsonl, the model's supported output storage format.")
     prefix = str(optional_object(out.get("gcsDestination"), "gcsDestination").get(
         "outputUriPrefix") or "")
     if not prefix:
@@ -104,7 +130,7 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
     model_doc, vid = resolve_model(emu, model_name)
     version = model_doc["versions"][vid]
     serving = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
-    _, prefix = _check_io(emu, body)
+    _, prefix = _check_io(emu, body, model_doc["name"])
     batch = _count(optional_object(body.get("manualBatchTuningParameters"),
                                    "manualBatchTuningParameters").get("batchSize"), 64,
                    "manual_batch_tuning_parameters.batch_size", MAX_BATCH_SIZE)
@@ -113,8 +139,8 @@ def create_batch_prediction_job(emu: Emulator, caller: Caller, parent: str,
            "dedicated_resources.max_replica_count", MAX_REPLICAS)
     name = f"{parent}/batchPredictionJobs/{vr.new_id()}"
     now = now_rfc3339()
-    keep = ("displayName", "inputConfig", "outputConfig", "dedicatedResources", "labels",
-            "manualBatchTuningParameters", "modelParameters")
+    keep = ("displayName", "inputConfig", "instanceConfig", "outputConfig", "dedicatedResources",
+            "labels", "manualBatchTuningParameters", "modelParameters")
     doc = {"name": name, **{k: body[k] for k in keep if k in body}, "model": model_doc["name"],
            "modelVersionId": vid, "state": PENDING, "createTime": now, "updateTime": now,
            "outputInfo": {"gcsOutputDirectory": _output_dir(prefix, version.get("displayName",

@@ -72,7 +72,11 @@ def build_spec(emu: Emulator, doc: dict[str, Any]) -> JobSpec:
         batch_size=int(doc.get("_batchSize") or 64),
         workers=max(1, min(asked, int(available_cpus()))) if local else asked,
         runner=settings.beam_runner, runner_options=shlex.split(settings.beam_options),
-        storage_emulator_host=settings.storage_emulator_host or "", layout="vertex")
+        storage_emulator_host=settings.storage_emulator_host or "", layout="vertex",
+        # Matched inputs and the files a file-list names resolve under these (batch/sources.py,
+        # batch/vertex_inputs.py), as the create checked the paths as written.
+        data_roots=None if emu.data_sources.roots is None else list(emu.data_sources.roots),
+        instance_config=doc.get("instanceConfig") or None)
 
 
 def work(emu: Emulator, task: tasks.Task) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane.vertex import listing
+from controlplane.vertex import deferred, listing
 from controlplane.vertex.common import (
     get_endpoint_doc,
     optional_object,
@@ -39,6 +39,7 @@ UPDATABLE = ("displayName", "description", "labels", "trafficSplit")
 #: What mutateDeployedModel may change (MutateDeployedModelRequest.update_mask).
 MUTABLE = ("dedicatedResources", "automaticResources", "disableContainerLogging",
            "enableAccessLogging")
+DEPLOY_METADATA = "DeployModelOperationMetadata"
 DEPLOYED_FIELDS = ("displayName", "dedicatedResources", "automaticResources", "explanationSpec",
                    "disableExplanations", "serviceAccount", "disableContainerLogging",
                    "enableAccessLogging")
@@ -114,7 +115,8 @@ def delete_endpoint(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
 def _serving_fields(emu: Emulator, model_doc: dict[str, Any], vid: str) -> dict[str, Any]:
     """What the deployments cache needs to load the model version (internal keys)."""
     version = model_doc["versions"][vid]
-    fields = vr.serving_fields(version, f"{model_doc['name']}@{vid}")
+    fields = vr.serving_fields(version, f"{model_doc['name']}@{vid}",
+                               emu.settings.vertex_local_containers)
     return {**fields, "_modelDisplayName": version.get("displayName", ""),
             "_explanationSpec": version.get("explanationSpec")}
 
@@ -138,28 +140,45 @@ def deploy_model(emu: Emulator, caller: Caller, endpoint: str, body: Any) -> dic
     spec = dm.get("explanationSpec") or dm.get("_explanationSpec")
     if spec and not dm.get("disableExplanations"):
         vertex_spec.check(spec, dm["_framework"])
-    try:  # load now: a model that cannot serve fails the operation, not the first request
-        emu.deployments.get(vertex_serving.serving_version(endpoint, dm))
+    split = optional_object(body.get("trafficSplit"), "trafficSplit")
+    if deferred.held(emu, deferred.DEPLOY_MODEL):  # a timing rule: the runner deploys it later
+        return deferred.start(emu, endpoint, DEPLOY_METADATA, deferred.DEPLOY_MODEL, {
+            "endpoint": endpoint, "model": model_name, "deployedModel": dm, "trafficSplit": split})
+    try:
+        load_deployed(emu, endpoint, dm)
     except ApiError as exc:
-        return record_operation(emu, endpoint, "DeployModelOperationMetadata", None,
+        return record_operation(emu, endpoint, DEPLOY_METADATA, None,
                                 error={"code": exc.code.number, "message": exc.message})
     with emu.store.transaction():
-        doc = get_endpoint_doc(emu, endpoint)
-        model_doc, vid = resolve_model(emu, model_name)
-        ids = [d["id"] for d in doc["deployedModels"]]
-        if dm["id"] in ids:
-            raise InvalidArgument(f"Deployed model id {dm['id']} is already used in {endpoint}.")
-        doc["trafficSplit"] = vertex_traffic.after_deploy(
-            dict(doc.get("trafficSplit") or {}),
-            optional_object(body.get("trafficSplit"), "trafficSplit"), dm["id"], ids)
-        doc["deployedModels"].append(dm)
-        doc["updateTime"], doc["etag"] = now_rfc3339(), new_etag(endpoint)
-        model_doc.setdefault("deployedModels", []).append(
-            {"endpoint": endpoint, "deployedModelId": dm["id"], "_versionId": vid})
-        put_endpoint_doc(emu, doc)
-        put_model_doc(emu, model_doc)
-        return record_operation(emu, endpoint, "DeployModelOperationMetadata",
-                                {"deployedModel": vr.public(dm)}, "DeployModelResponse")
+        return record_operation(emu, endpoint, DEPLOY_METADATA,
+                                commit_deploy(emu, endpoint, model_name, dm, split),
+                                "DeployModelResponse")
+
+
+def load_deployed(emu: Emulator, endpoint: str, dm: dict[str, Any]) -> None:
+    """Load the deployed model now: a model that cannot serve fails the operation, not the
+    first request."""
+    emu.deployments.get(vertex_serving.serving_version(endpoint, dm))
+
+
+def commit_deploy(emu: Emulator, endpoint: str, model_name: str, dm: dict[str, Any],
+                  split: dict[str, Any]) -> dict[str, Any]:
+    """Record the loaded deployed model on its endpoint and model (in the caller's
+    transaction); the DeployModelResponse."""
+    doc = get_endpoint_doc(emu, endpoint)
+    model_doc, vid = resolve_model(emu, model_name)
+    ids = [d["id"] for d in doc["deployedModels"]]
+    if dm["id"] in ids:
+        raise InvalidArgument(f"Deployed model id {dm['id']} is already used in {endpoint}.")
+    doc["trafficSplit"] = vertex_traffic.after_deploy(
+        dict(doc.get("trafficSplit") or {}), split, dm["id"], ids)
+    doc["deployedModels"].append(dm)
+    doc["updateTime"], doc["etag"] = now_rfc3339(), new_etag(endpoint)
+    model_doc.setdefault("deployedModels", []).append(
+        {"endpoint": endpoint, "deployedModelId": dm["id"], "_versionId": vid})
+    put_endpoint_doc(emu, doc)
+    put_model_doc(emu, model_doc)
+    return {"deployedModel": vr.public(dm)}
 
 
 def undeploy_model(emu: Emulator, caller: Caller, endpoint: str, body: Any) -> dict[str, Any]:

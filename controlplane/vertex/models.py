@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import auth
-from controlplane.vertex import listing
+from controlplane.vertex import deferred, listing
 from controlplane.vertex.common import (
     get_model_doc,
     optional_object,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 #: Model fields a client sets (the rest are output only).
 SETTABLE = ("displayName", "description", "versionDescription", "containerSpec", "artifactUri",
             "labels", "explanationSpec", "metadata", "metadataSchemaUri", "predictSchemata")
+UPLOAD_METADATA = "UploadModelOperationMetadata"
 #: Fields ModelService.UpdateModel accepts in its update mask (snake or camel case).
 UPDATABLE = ("displayName", "description", "versionDescription", "labels", "explanationSpec",
              "versionAliases")
@@ -52,15 +53,33 @@ def _check_aliases(doc: dict[str, Any] | None, aliases: list[str], vid: str) -> 
                                 f"{doc['name'] if doc else ''}.")
 
 
+def _check_container_spec(spec: dict[str, Any]) -> None:
+    """ModelContainerSpec's types (google/cloud/aiplatform/v1/model.proto): a command or its
+    env is run as given (predictors/container.py), so a malformed one is refused at upload."""
+    for field in ("command", "args"):
+        string_list(spec.get(field), f"containerSpec.{field}")
+    for item in spec.get("env") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(
+                item.get("value", ""), str):
+            raise InvalidArgument("Invalid JSON payload received. containerSpec.env must be a "
+                                  'list of {"name": string, "value": string}.')
+    for field in ("predictRoute", "healthRoute"):
+        route = spec.get(field, "/")
+        if not isinstance(route, str) or not route.startswith("/"):
+            raise InvalidArgument(f"containerSpec.{field} must be a path starting with '/'.")
+
+
 def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[str, Any]:
     auth.authorize(emu, caller, "aiplatform.models.upload", parent)
     body = require_object(body, "UploadModelRequest")
     model = require_object(body.get("model"), "model")
     if not model.get("displayName"):
         raise InvalidArgument("Model.display_name is required.")
-    image = optional_object(model.get("containerSpec"), "containerSpec").get("imageUri", "")
+    spec = optional_object(model.get("containerSpec"), "containerSpec")
+    image = spec.get("imageUri", "")
     if not image:
         raise InvalidArgument("Model.container_spec.image_uri is required.")
+    _check_container_spec(spec)
     uri = model.get("artifactUri", "")
     if vr.framework_of(image) and not uri:
         raise InvalidArgument(f"Model.artifact_uri is required for the prebuilt image {image}.")
@@ -70,38 +89,55 @@ def upload_model(emu: Emulator, caller: Caller, parent: str, body: Any) -> dict[
             artifacts.resolve_model_dir(uri)  # a missing local directory is refused now
     if model.get("explanationSpec"):
         vertex_spec.check(model["explanationSpec"], vr.framework_of(image) or "")
+    string_list(model.get("versionAliases"), "versionAliases")  # refused now, not in the operation
+    parent_model = vr.split_versioned(str(body["parentModel"]))[0] if body.get("parentModel") \
+        else None
+    model_id = None if parent_model else str(body.get("modelId") or vr.new_id())
+    if model_id is not None and not vr.MODEL_ID.match(model_id):
+        raise InvalidArgument(f"Invalid modelId {model_id!r}.")
+    if deferred.held(emu, deferred.UPLOAD_MODEL):  # a timing rule: the runner stores it later
+        name = parent_model or f"{parent}/models/{model_id}"
+        if parent_model is None and emu.store.get(vr.MODELS, name) is not None:
+            raise AlreadyExists(f"Model `{name}` already exists.")
+        return deferred.start(emu, name, UPLOAD_METADATA, deferred.UPLOAD_MODEL, {
+            "parent": parent, "model": model, "parentModel": parent_model, "modelId": model_id})
+    with emu.store.transaction():
+        response = store_upload(emu, parent, model, parent_model, model_id)
+        return record_operation(emu, response["model"], UPLOAD_METADATA, response,
+                                "UploadModelResponse")
+
+
+def store_upload(emu: Emulator, parent: str, model: dict[str, Any], parent_model: str | None,
+                 model_id: str | None) -> dict[str, Any]:
+    """Store the uploaded model (a new one, or a new version of `parent_model`) in the caller's
+    transaction; the UploadModelResponse."""
     aliases = string_list(model.get("versionAliases"), "versionAliases")
     now = now_rfc3339()
     version = {k: model[k] for k in SETTABLE if k in model}
     version.update(createTime=now, updateTime=now, versionCreateTime=now, versionUpdateTime=now)
-    with emu.store.transaction():
-        if body.get("parentModel"):
-            name = vr.split_versioned(str(body["parentModel"]))[0]
-            if not name.startswith(parent + "/models/"):
-                raise InvalidArgument(f"parentModel {name} is not in {parent}.")
-            doc = get_model_doc(emu, name)
-            vid = str(doc["nextVersionId"])
-            doc["nextVersionId"] += 1
-            version["createTime"] = doc["createTime"]
-        else:
-            model_id = str(body.get("modelId") or vr.new_id())
-            if not vr.MODEL_ID.match(model_id):
-                raise InvalidArgument(f"Invalid modelId {model_id!r}.")
-            name = f"{parent}/models/{model_id}"
-            if emu.store.get(vr.MODELS, name) is not None:
-                raise AlreadyExists(f"Model `{name}` already exists.")
-            doc = {"name": name, "createTime": now, "defaultVersionId": "1", "nextVersionId": 2,
-                   "versions": {}, "deployedModels": []}
-            vid = "1"
-        _check_aliases(doc, aliases, vid)
-        version["versionAliases"] = [a for a in aliases if a != "default"]
-        version["etag"] = new_etag(name)
-        doc["versions"][vid] = version
-        if "default" in aliases:
-            doc["defaultVersionId"] = vid
-        put_model_doc(emu, doc)
-        return record_operation(emu, name, "UploadModelOperationMetadata",
-                                {"model": name, "modelVersionId": vid}, "UploadModelResponse")
+    if parent_model is not None:
+        name = parent_model
+        if not name.startswith(parent + "/models/"):
+            raise InvalidArgument(f"parentModel {name} is not in {parent}.")
+        doc = get_model_doc(emu, name)
+        vid = str(doc["nextVersionId"])
+        doc["nextVersionId"] += 1
+        version["createTime"] = doc["createTime"]
+    else:
+        name = f"{parent}/models/{model_id}"
+        if emu.store.get(vr.MODELS, name) is not None:
+            raise AlreadyExists(f"Model `{name}` already exists.")
+        doc = {"name": name, "createTime": now, "defaultVersionId": "1", "nextVersionId": 2,
+               "versions": {}, "deployedModels": []}
+        vid = "1"
+    _check_aliases(doc, aliases, vid)
+    version["versionAliases"] = [a for a in aliases if a != "default"]
+    version["etag"] = new_etag(name)
+    doc["versions"][vid] = version
+    if "default" in aliases:
+        doc["defaultVersionId"] = vid
+    put_model_doc(emu, doc)
+    return {"model": name, "modelVersionId": vid}
 
 
 def get_model(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:

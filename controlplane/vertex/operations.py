@@ -2,9 +2,12 @@
 location (`projects/{p}/locations/{l}/operations`) and under each resource
 (`.../models/{m}/operations`, `.../endpoints/{e}/operations`), the paths the SDK polls.
 
-Every recorded operation is already done (controlplane/vertex/__init__.py), so wait answers at
-once and cancel has nothing left to stop: as google/longrunning/operations.proto allows for a
-finished operation, it changes nothing.
+Operations are done when recorded (controlplane/vertex/__init__.py), but for an upload or deploy
+a timing rule holds (deferred.py): each get counts as a poll for that rule. Wait answers the
+latest state at once (google/longrunning/operations.proto: WaitOperation "is on a best-effort
+basis. It may return the latest state before the specified timeout (including immediately)");
+cancel changes nothing, as the proto allows for a finished operation (a held one still runs:
+"the server makes a best effort to cancel the operation, but success is not guaranteed").
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def _get(emu: Emulator, name: str) -> dict[str, Any]:
 
 def get_operation(emu: Emulator, caller: Caller, name: str) -> dict[str, Any]:
     auth.authorize(emu, caller, "aiplatform.operations.get", name)
+    emu.controls.timing.polled(name)  # a timing rule may wait for N polls (controls/timing.py)
     return vr.operation_json(_get(emu, name))
 
 

@@ -286,6 +286,9 @@ def test_patch_mutate_and_operation_methods(client: Any, models: dict[str, Any])
 def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
                                                              models: dict[str, Any]) -> None:
     model = upload(client, "a", models)
+    # What the model says it takes is what a job takes (and what a refusal names).
+    assert call(client, "GET", f"/v1/{model}").json["supportedInputStorageFormats"] == [
+        "jsonl", "csv", "tf-record", "tf-record-gzip", "file-list"]
     base = {"displayName": "j", "model": model,
             "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": ["gs://b/in.jsonl"]}},
             "outputConfig": {"predictionsFormat": "jsonl",
@@ -294,9 +297,33 @@ def test_batch_job_requests_are_checked_before_anything_runs(client: Any,
             ({"manualBatchTuningParameters": {"batchSize": "many"}}, 400, "TYPE_INT32"),
             ({"manualBatchTuningParameters": {"batchSize": 10**9}}, 400, "from 1 to"),
             ({"dedicatedResources": {"maxReplicaCount": 0}}, 400, "from 1 to"),
-            ({"inputConfig": {"instancesFormat": "bigquery"}}, 501, "BigQuery"),
-            ({"inputConfig": {"instancesFormat": "csv", "gcsSource": {"uris": ["gs://b/x"]}}},
-             501, "csv"),
+            ({"inputConfig": {"instancesFormat": "bigquery"}}, 501,
+             "BigQuery batch prediction input (input_config.bigquery_source, instances_format "
+             "'bigquery') is not emulated by mlemu: give input_config.gcs_source with "
+             "instances_format jsonl, csv, tf-record, tf-record-gzip, file-list."),
+            ({"inputConfig": {"instancesFormat": "jsonl", "bigquerySource": {
+                "inputUri": "bq://p.d.t"}}}, 501, "BigQuery batch prediction input"),
+            ({"outputConfig": {"predictionsFormat": "bigquery", "bigqueryDestination": {
+                "outputUri": "bq://p"}}}, 501, "BigQuery batch prediction output"),
+            ({"outputConfig": {"predictionsFormat": "csv",
+                               "gcsDestination": {"outputUriPrefix": "gs://b/out"}}},
+             501, "predictions_format 'csv' is not supported by mlemu"),
+            ({"inputConfig": {"instancesFormat": "parquet", "gcsSource": {"uris": ["gs://b/x"]}}},
+             400, f'Instance format "parquet" is not supported for Model {model}. Supported '
+                  "values are: [jsonl, csv, tf-record, tf-record-gzip, file-list]."),
+            ({"instanceConfig": {"instanceType": "object"}, "inputConfig": {
+                "instancesFormat": "csv", "gcsSource": {"uris": ["gs://b/in.csv"]}}}, 400,
+             'instance_config.instance_type "object" does not apply to instances_format "csv"'),
+            ({"instanceConfig": {"instanceType": "tensor"}}, 400,
+             'instance_config.instance_type "tensor" is not supported.'),
+            ({"instanceConfig": {"includedFields": ["a"], "excludedFields": ["b"]}}, 400,
+             "included_fields and instance_config.excluded_fields cannot both be set"),
+            ({"instanceConfig": {"keyField": "id"}, "inputConfig": {
+                "instancesFormat": "file-list", "gcsSource": {"uris": ["gs://b/in.txt"]}}}, 400,
+             'instance_config key_field cannot be used with instances_format "file-list"'),
+            ({"instanceConfig": {"includedFields": "a"}}, 400, "must be a list of strings"),
+            ({"instanceConfig": {"keyField": 7}}, 400, "key_field must be a field name"),
+            ({"instanceConfig": []}, 400, "instanceConfig must be a JSON object"),
             ({"model": f"{model}@7"}, 404, "not found")):
         answer = call(client, "POST", f"{LOC}/batchPredictionJobs", {**base, **change})
         assert answer.status_code == status, (change, answer.json)

@@ -1,11 +1,12 @@
 """An ml v1 batch prediction job on Beam's DaskRunner against a `dask.distributed` cluster: a
-scheduler and two workers as separate processes on 127.0.0.1 (tests/daskkit.py), each worker
-with its own install of mlemu's worker packages built as a wheel and nothing of the repository
-on its path; the model, the inputs and the outputs in gs:// (the Cloud Storage emulator), so no
-process reads another's disk. The server is started with MLEMU_BEAM_RUNNER=DaskRunner and
-MLEMU_BEAM_OPTIONS naming the scheduler, as docs/batch.md says. The job's results equal online
-:predict's, a bad line is counted in prediction.errors_stats, and both workers did work; a
-cancelled job's process is gone and the scheduler drops its tasks.
+scheduler and two workers as separate processes on 127.0.0.1 (tests/kit/daskkit.py), each with
+its own install of mlemu's real wheel (the repository's `pip wheel .`) and nothing of the
+repository on its path; the model, the inputs and the outputs in gs:// (the Cloud Storage
+emulator), so no process reads another's disk. The server is started with
+MLEMU_BEAM_RUNNER=DaskRunner and MLEMU_BEAM_OPTIONS naming the scheduler, as docs/batch.md says.
+The job's results equal online :predict's, a bad line is counted in prediction.errors_stats, and
+both workers did work; a cancelled job's process is gone and the scheduler drops its tasks. A
+Vertex AI job on the same cluster writes Vertex AI's files.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def served(cluster: daskkit.DaskCluster, gcs_emulator: Any,
     client: Any = cluster.client(workers=2)
     try:
         yield {"ml": ml_client(server.url), "storage": storage, "client": client,
-               "state": base / "state"}
+               "state": base / "state", "url": server.url}
     finally:
         client.close()
         stop_server(server.proc)
@@ -107,9 +108,12 @@ def served(cluster: daskkit.DaskCluster, gcs_emulator: Any,
 def test_a_job_runs_on_two_dask_workers_through_gs(cluster: daskkit.DaskCluster,
                                                    served: dict[str, Any]) -> None:
     ml, storage, client = served["ml"], served["storage"], served["client"]
-    # Each worker imports mlemu from its own install of the wheel.
+    # Each worker imports mlemu from its own install of the wheel, the real one: with the gRPC
+    # modules setup.py generates into the build (a checkout has them only after `make protos`).
     assert sorted(client.run(_module_file, "batch.pipeline").values()) == sorted(
         str(site / "batch" / "pipeline.py") for site in cluster.sites)
+    assert sorted(client.run(_module_file, "protocols._generated.grps_pb2").values()) == sorted(
+        str(site / "protocols" / "_generated" / "grps_pb2.py") for site in cluster.sites)
     before = client.run(_executed)
     online = ml.projects().predict(name=f"{P}/models/sk",
                                    body={"instances": ROWS}).execute()["predictions"]
@@ -130,6 +134,48 @@ def test_a_job_runs_on_two_dask_workers_through_gs(cluster: daskkit.DaskCluster,
     assert count == 1 and message.startswith("Failed to parse the instance as JSON: "), message
     after = client.run(_executed)
     assert all(after[w] > before[w] for w in after), (before, after)  # both workers worked
+
+
+def test_a_vertex_job_on_dask_writes_vertex_files(served: dict[str, Any]) -> None:
+    """A Vertex AI BatchPredictionJob (google-cloud-aiplatform's REST transport) on the same
+    cluster: Vertex AI's files (predictions_NNNNN.jsonl and errors_NNNNN.jsonl, one of each per
+    input range) and completionStats, not ml v1's."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    ml, storage = served["ml"], served["storage"]
+    aiplatform.init(project="p", location="us-central1", api_endpoint=served["url"],
+                    api_transport="rest", credentials=AnonymousCredentials())
+    model = aiplatform.Model.upload(
+        display_name="sk", artifact_uri=f"gs://{BUCKET}/models/sk",
+        serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest")
+    job = aiplatform.BatchPredictionJob.create(
+        job_display_name="vertex-on-dask", model_name=model.resource_name,
+        instances_format="jsonl", gcs_source=f"gs://{BUCKET}/in/rows-*.json",
+        gcs_destination_prefix=f"gs://{BUCKET}/vertex-out", batch_size=16, sync=True)
+    assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+    assert (job.completion_stats.successful_count, job.completion_stats.failed_count) == (
+        len(ROWS), 1)
+    directory = job.output_info.gcs_output_directory.removeprefix(f"gs://{BUCKET}/")
+    assert directory.startswith("vertex-out/prediction-sk-")
+    texts = {b.name.removeprefix(directory + "/"): b.download_as_text()
+             for b in storage.list_blobs(BUCKET, prefix=directory + "/")}
+    assert sorted(texts) == sorted(f"{kind}_0000{i}.jsonl" for i in range(4)
+                                   for kind in ("predictions", "errors"))
+    lines = [json.loads(line) for name, text in texts.items() if name.startswith("predictions")
+             for line in text.splitlines()]
+    online = ml.projects().predict(name=f"{P}/models/sk",
+                                   body={"instances": ROWS}).execute()["predictions"]
+    assert sorted(json.dumps(line["instance"]) for line in lines) == sorted(
+        json.dumps(row) for row in ROWS)
+    by_row = {json.dumps(line["instance"]): line["prediction"] for line in lines}
+    np.testing.assert_allclose([by_row[json.dumps(row)] for row in ROWS], online)
+    [bad] = [json.loads(line) for name, text in texts.items() if name.startswith("errors")
+             for line in text.splitlines()]
+    assert bad["instance"] is None
+    assert bad["error"]["message"].startswith("Failed to parse the instance as JSON: ")
+    job.delete()
+    model.delete()
 
 
 def test_cancel_stops_the_job_and_the_cluster_drops_its_tasks(served: dict[str, Any]) -> None:

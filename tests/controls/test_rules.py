@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from controls import Controls
+from controls.faults import fault_error
 from controls.journal import Journal, entry
 from controls.rules import MAX_DELAY_MS, parse_rule
 from controls.timing import parse_timing
@@ -42,9 +43,29 @@ def test_a_bad_rule_is_refused_with_what_is_wrong(rule: Any, words: str) -> None
 def test_an_http_code_alone_names_its_canonical_status() -> None:
     rule = parse_rule({"error": {"code": 429}}, "1")
     assert rule.error is not None and rule.error["status"] == "RESOURCE_EXHAUSTED"
-    assert [d["@type"].rsplit(".", 1)[1] for d in rule.error["details"]] == [
-        "ErrorInfo", "QuotaFailure", "Help"]
-    assert parse_rule({"error": {"code": 503}}, "1").error["details"] == []  # type: ignore[index]
+    assert "details" not in rule.error  # the answering API's defaults, chosen per request
+    details = fault_error(rule.error).details
+    assert [d["@type"].rsplit(".", 1)[1] for d in details] == ["ErrorInfo", "QuotaFailure", "Help"]
+    assert details[0]["metadata"]["service"] == "ml.googleapis.com"
+    unavailable = parse_rule({"error": {"code": 503}}, "1").error
+    assert unavailable is not None and fault_error(unavailable).details == []
+
+
+def test_a_quota_fault_names_the_api_the_request_went_to() -> None:
+    error = parse_rule({"error": {"code": 429, "message": "Slow down."}}, "1").error
+    assert error is not None
+    [info, failure, help_] = fault_error(error, "vertex", "predict").details
+    assert info["metadata"] == {
+        "service": "aiplatform.googleapis.com",
+        "quota_metric": "aiplatform.googleapis.com/online_prediction_requests"}
+    assert failure["violations"] == [{"subject": "project", "description": "Slow down."}]
+    assert help_["links"][0]["url"] == "https://cloud.google.com/vertex-ai/docs/quotas"
+    upload = fault_error(error, "vertex", "models.upload").details[0]
+    assert upload["metadata"] == {"service": "aiplatform.googleapis.com"}
+    ml = fault_error(error, "ml", "predict").details[0]["metadata"]
+    assert ml["quota_metric"] == "ml.googleapis.com/online_prediction_requests"
+    given = parse_rule({"error": {"code": 429, "details": []}}, "1").error
+    assert given is not None and fault_error(given, "vertex", "predict").details == []
 
 
 def test_seeded_draws_repeat_and_differ_by_seed() -> None:

@@ -44,7 +44,10 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     data_roots=("/d1",),
                     log_format="json", access_log=False, trace_project="gcp-project",
                     metrics=False, metrics_public=True, request_log_sink="store",
-                    console=False, worker_class="gthread", request_log_max_bytes=5)
+                    console=False, worker_class="gthread", request_log_max_bytes=5,
+                    vertex_local_containers=True, vertex_container_commands=("python3",),
+                    vertex_container_start_s=5.0, vertex_container_timeout_s=7.0,
+                    vertex_max_containers=2)
     bare = VertexSettings(health_route="/h", predict_route="/p", storage_uri="/m")
     for settings in (Settings(), full, Settings(vertex=vertex, grpc_port=8081),
                      Settings(vertex=bare, grpc_port=0)):
@@ -149,6 +152,27 @@ def test_serve_rejects_a_bad_variable_in_one_line() -> None:
                               capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr == f"Error: {name}: {value!r} {problem}\n"
+
+
+def test_local_containers_under_enforced_iam_need_an_allow_list() -> None:
+    """Off, or IAM off: no list needed; enforced: refused at start in one line (the real
+    command, fresh interpreter), accepted once MLEMU_VERTEX_CONTAINER_COMMANDS names some."""
+    on = {"MLEMU_VERTEX_LOCAL_CONTAINERS": "true"}
+    assert Settings.from_env(on).vertex_container_commands is None
+    assert not Settings.from_env({"MLEMU_IAM_MODE": "enforce"}).vertex_local_containers
+    with pytest.raises(SettingsError, match="MLEMU_VERTEX_CONTAINER_COMMANDS"):
+        Settings.from_env({**on, "MLEMU_IAM_MODE": "ENFORCE"})
+    listed = Settings.from_env({**on, "MLEMU_IAM_MODE": "enforce",
+                                "MLEMU_VERTEX_CONTAINER_COMMANDS": "python3, /usr/bin/env"})
+    assert listed.vertex_container_commands == ("python3", "/usr/bin/env")
+    env = {**os.environ, **on, "MLEMU_IAM_MODE": "enforce"}
+    env.pop("MLEMU_VERTEX_CONTAINER_COMMANDS", None)
+    done = subprocess.run([sys.executable, str(ROOT / "app.py"), "serve"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "Error: MLEMU_VERTEX_LOCAL_CONTAINERS: with MLEMU_IAM_MODE=enforce, also set "
+        "MLEMU_VERTEX_CONTAINER_COMMANDS to the executables containers may run\n")
 
 
 def test_the_configuration_page_documents_every_variable_and_no_other() -> None:

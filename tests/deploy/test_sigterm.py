@@ -105,6 +105,9 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(tmp_path: Path
 
             os.killpg(server.proc.pid, signal.SIGTERM)  # what `docker stop` / Cloud Run send
             _wait_until(lambda: _refused(port), "new HTTP connections to be refused", timeout=5)
+            # the workers' gRPC servers stop listening at once too, their call still in flight
+            _wait_until(lambda: _refused(grpc_port), "new gRPC connections to be refused",
+                        timeout=15)  # a bound inside the held calls' own 30 s
             assert not any(call.done() for call in [*http_calls, grpc_call]), \
                 "in-flight requests ended before they were released"
 

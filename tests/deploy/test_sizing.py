@@ -75,12 +75,16 @@ def test_explicit_settings_win() -> None:
     assert Settings(workers=1, threads=32).worker_layout(8) == (1, 32)
 
 
-def test_grpc_runs_as_many_processes_as_gunicorn_unless_told() -> None:
-    assert Settings().grpc_processes(2) == 2
-    assert Settings().grpc_processes(1) == 1
-    assert Settings(workers=3).grpc_processes(8) == 3
-    assert Settings(grpc_workers=1).grpc_processes(4) == 1
-    assert Settings(workers=1, grpc_workers=4).grpc_processes(8) == 4
+def test_grpc_is_served_in_the_gunicorn_workers_unless_told() -> None:
+    assert Settings().grpc_in_workers() and Settings().grpc_processes() == 0
+    assert Settings(workers=3).grpc_in_workers()
+    # MLEMU_GRPC_WORKERS: that many processes of their own, none in the workers
+    assert Settings(grpc_workers=1).grpc_processes() == 1
+    assert Settings(workers=1, grpc_workers=4).grpc_processes() == 4
+    assert not Settings(grpc_workers=4).grpc_in_workers()
+    # no gRPC port: no gRPC anywhere
+    assert not Settings(grpc_port=0).grpc_in_workers()
+    assert Settings(grpc_port=0, grpc_workers=2).grpc_processes() == 0
     # each gRPC process runs its calls in 4 threads, or MLEMU_THREADS (at least 4) when set
     assert Settings().grpc_threads() == 4
     assert Settings(threads=2).grpc_threads() == 4

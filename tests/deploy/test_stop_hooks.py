@@ -1,5 +1,6 @@
 """deploy/gunicorn.conf.py's stop hooks: a worker told to stop before it could handle SIGTERM
-(the master stopping while it was still starting workers) stops listening as soon as it can."""
+(the master stopping while it was still starting workers) stops listening, for HTTP and gRPC,
+as soon as it can."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def _worker() -> tuple[SimpleNamespace, list[int], list[Any]]:
     return worker, exits, deferred
 
 
-def test_a_sigterm_before_the_workers_handlers_still_stops_it() -> None:
+def test_a_sigterm_before_the_workers_handlers_still_stops_it(monkeypatch: Any) -> None:
+    monkeypatch.setenv("MLEMU_GRPC_PORT", "0")  # these stand-in workers have no app to serve
     conf = runpy.run_path(str(GUNICORN_CONF))
+    stops = [conf["_stop_listening"], conf["_stop_grpc"]]  # HTTP listeners, then gRPC
     previous = signal.getsignal(signal.SIGTERM)
     try:
         # Queued by the master's handler, copied by fork: found in the worker's copy.
@@ -34,7 +37,7 @@ def test_a_sigterm_before_the_workers_handlers_still_stops_it() -> None:
         worker, exits, deferred = _worker()
         conf["post_fork"](server, worker)
         conf["post_worker_init"](worker)
-        assert exits == [signal.SIGTERM] and deferred == [conf["_stop_listening"]]
+        assert exits == [signal.SIGTERM] and deferred == stops
 
         # Arriving between the fork and gunicorn's own handlers: noted, then acted on.
         worker, exits, deferred = _worker()
@@ -45,7 +48,7 @@ def test_a_sigterm_before_the_workers_handlers_still_stops_it() -> None:
         while not worker.mlemu_stop_early and time.monotonic() < deadline:
             time.sleep(0.01)
         conf["post_worker_init"](worker)
-        assert exits == [signal.SIGTERM] and deferred == [conf["_stop_listening"]]
+        assert exits == [signal.SIGTERM] and deferred == stops
 
         # Not told to stop: a worker that starts normally keeps serving.
         worker, exits, deferred = _worker()

@@ -44,7 +44,8 @@ def server(expected: tuple[Path, list[Any]]) -> Iterator[LiveServer]:
     root = expected[0]
     entries = {"sk": {"versions": {"v1": {"deploymentUri": str(root / "sk"),
                                           "framework": "SCIKIT_LEARN"}}}}
-    # one gunicorn worker, two gRPC processes: the setting wins over the default (one per worker)
+    # one gunicorn worker, two gRPC processes of their own: the setting replaces the default
+    # layout (gRPC served by the worker)
     live = start_protocol_server((root, entries), env={"MLEMU_GRPC_WORKERS": "2"})
     yield live
     stop_server(live.proc)

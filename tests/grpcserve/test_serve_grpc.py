@@ -1,4 +1,6 @@
-"""`app.py serve` runs gunicorn and the gRPC server as sibling processes that live and die together."""
+"""`app.py serve`'s process layouts: by default gunicorn's workers serve gRPC too (a worker
+gunicorn restarts serves it again); with MLEMU_GRPC_WORKERS gRPC processes of their own run beside
+gunicorn and live and die with it; a gRPC port someone else holds fails the start."""
 
 from __future__ import annotations
 
@@ -13,6 +15,14 @@ import pytest
 import requests
 
 from tests.conftest import free_port, start_server, stop_server
+from tests.protocols.conftest import (
+    descendants,
+    fresh_channel,
+    grpc_processes,
+    link_target,
+    serving_pid,
+    sockets_on,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -36,34 +46,71 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def test_serve_starts_grpc_beside_gunicorn_and_stops_both(tmp_path: Path) -> None:
+def _server_live(target: str) -> bool:
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with fresh_channel(target) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        return bool(stub.ServerLive(service_pb2.ServerLiveRequest(), timeout=30).live)
+
+
+def test_serve_serves_grpc_in_its_gunicorn_workers_and_stops_them(tmp_path: Path) -> None:
     state = tmp_path / "state"
     server = start_server(state, grpc_port=free_port())
     try:
+        assert b"gunicorn" in Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()  # exec'd
         procs = children(server.proc.pid)
-        assert sorted("grpcserve" in c for c in procs.values()) == [False, True]
-        assert any("gunicorn" in c for c in procs.values())
+        assert len(procs) == 1 and not any("grpcserve" in c for c in procs.values())
+        assert grpc_processes(server) == set(procs)  # the worker itself listens for gRPC
         # grps starts offline; online is shared state kept in the state directory
         assert requests.get(f"{server.url}/grps/v1/health/ready", timeout=5).status_code == 503
         assert requests.get(f"{server.url}/grps/v1/health/online", timeout=5).status_code == 200
         assert requests.get(f"{server.url}/grps/v1/health/ready", timeout=5).status_code == 200
-        os.kill(server.proc.pid, signal.SIGTERM)  # the supervisor only: it forwards the signal
+        os.kill(server.proc.pid, signal.SIGTERM)  # gunicorn's master stops its workers
         assert server.proc.wait(timeout=30) == 0
         assert not any(alive(pid) for pid in procs)
     finally:
         stop_server(server.proc)
 
-    again = start_server(state, grpc_port=free_port())
+
+def test_a_worker_gunicorn_restarts_serves_grpc_again(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "state", grpc_port=free_port())
     try:
-        # a restarted server is offline again, whatever the previous one was told
-        assert requests.get(f"{again.url}/grps/v1/health/ready", timeout=5).status_code == 503
-        grpc_child = next(p for p, c in children(again.proc.pid).items() if "grpcserve" in c)
-        os.kill(grpc_child, signal.SIGKILL)  # one child dies: the whole server goes down
-        assert again.proc.wait(timeout=30) == 128 + signal.SIGKILL
-        with pytest.raises(requests.ConnectionError):
-            requests.get(f"{again.url}/healthz", timeout=5)
+        assert server.grpc_target and _server_live(server.grpc_target)
+        (first,) = grpc_processes(server)
+        os.kill(first, signal.SIGKILL)  # the worker dies; the master forks another
+        deadline = time.monotonic() + 120  # a bound on a hung restart, not a speed requirement
+        while not (grpc_processes(server) - {first}):
+            assert server.proc.poll() is None and time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        (second,) = grpc_processes(server) - {first}
+        assert second in children(server.proc.pid)
+        with fresh_channel(server.grpc_target) as channel:
+            stub = channel.unary_unary("/inference.GRPCInferenceService/ServerLive",
+                                       request_serializer=bytes, response_deserializer=bytes)
+            assert stub(b"", timeout=30) == b"\x08\x01"  # live: true
+            assert serving_pid(server, channel) == second
     finally:
-        stop_server(again.proc)
+        stop_server(server.proc)
+
+
+def test_separate_grpc_processes_live_and_die_with_gunicorn(tmp_path: Path) -> None:
+    """MLEMU_GRPC_WORKERS: gRPC in processes of their own beside gunicorn, under `serve`."""
+    server = start_server(tmp_path / "state", grpc_port=free_port(),
+                          env={"MLEMU_GRPC_WORKERS": "1"})
+    try:
+        procs = children(server.proc.pid)
+        assert sorted("grpcserve" in c for c in procs.values()) == [False, True]
+        assert any("gunicorn" in c for c in procs.values())
+        assert server.grpc_target and _server_live(server.grpc_target)
+        grpc_child = next(p for p, c in procs.items() if "grpcserve" in c)
+        assert grpc_processes(server) == {grpc_child}  # the workers do not serve gRPC then
+        os.kill(grpc_child, signal.SIGKILL)  # one child dies: the whole server goes down
+        assert server.proc.wait(timeout=30) == 128 + signal.SIGKILL
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{server.url}/healthz", timeout=5)
+    finally:
+        stop_server(server.proc)
 
 
 def test_grpc_port_zero_serves_http_only(tmp_path: Path) -> None:
@@ -72,8 +119,24 @@ def test_grpc_port_zero_serves_http_only(tmp_path: Path) -> None:
         cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
         assert b"gunicorn" in cmdline  # app.py exec'd gunicorn: no supervisor, no gRPC process
         assert not any("grpcserve" in c for c in children(server.proc.pid).values())
+        # nor does a worker listen on anything but the HTTP port
+        http_port = int(server.url.rsplit(":", 1)[1])
+        listening = {inode for port in _listening_ports() - {http_port}
+                     for inode in sockets_on(port, state="0A")}
+        for pid in descendants(server.proc.pid):
+            assert not any(link_target(fd) in listening for fd in Path(f"/proc/{pid}/fd").iterdir())
     finally:
         stop_server(server.proc)
+
+
+def _listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def test_grpc_server_refuses_to_start_without_a_port(tmp_path: Path) -> None:
@@ -95,6 +158,22 @@ def test_grpc_port_in_use_fails_the_whole_server(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="server exited") as caught:
             start_server(tmp_path / "state", grpc_port=port, timeout=60)
     assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
+
+
+def test_a_grpc_port_another_program_shares_fails_the_start(tmp_path: Path) -> None:
+    """A listener that set SO_REUSEPORT itself would let every worker join it silently (the
+    kernel would then split connections between the two servers): `serve` refuses it first."""
+    import socket
+
+    with socket.socket() as stranger:
+        stranger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        with pytest.raises(RuntimeError, match="server exited") as caught:
+            start_server(tmp_path / "state", grpc_port=port, timeout=60)
+    assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
+    assert "Traceback" not in str(caught.value)
 
 
 def _catches_sigterm(pid: int) -> bool:

@@ -1,12 +1,15 @@
 """A `dask.distributed` cluster as separate processes on 127.0.0.1 (a scheduler and workers, each
-worker with a directory of its own standing for its machine), and mlemu's worker-side code as a
-wheel installed into each worker's directory, for tests of batch jobs on Beam's DaskRunner.
+worker with a directory of its own standing for its machine), and mlemu itself as its real wheel
+installed into each worker's directory, for tests of batch jobs on Beam's DaskRunner.
 
-The wheel: `pip wheel .` of the repository does not build yet (pyproject.toml has no package
-list), so `build_wheel` copies the packages a batch worker imports (WORKER_PACKAGES: the Beam
-pipeline and what it loads models through) into a temporary project and builds that with
-setuptools, offline (`--no-build-isolation`). Each worker gets it with `pip install --target`
-into its own directory, and runs with only that directory (not the repository) on its path.
+The wheel is the repository's own (`pip wheel --no-deps --no-build-isolation .`: pyproject.toml's
+package list, setup.py's generated gRPC modules), built offline, within BUILD_S, from a copy of
+what the build reads (BUILD_FILES and the listed packages) in a temporary directory, so the
+checkout gets no build/ or *.egg-info. Each worker installs it with `pip install --target` into
+its own directory and runs with only that directory (not the repository) on its path, as a
+machine given the wheel would: Beam's DaskRunner stages no package (apache_beam/runners/dask/
+dask_runner.py only connects a `dask.distributed` Client; `--extra_package` is for the runners
+that stage, docs/batch.md), so on Dask the wheel is installed on every machine.
 """
 
 from __future__ import annotations
@@ -17,38 +20,43 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What a batch job's worker imports of mlemu (batch.pipeline -> predictors, registry, core).
-WORKER_PACKAGES = ("batch", "core", "predictors", "registry")
-PYPROJECT = """[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
+#: What the build reads besides the packages: its configuration, setup.py's step (protos/ ->
+#: protocols/_generated), the requirements pyproject.toml's dynamic dependencies name, the
+#: top-level module app.py.
+BUILD_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "requirements.txt",
+               "requirements-tf.txt", "requirements-beam.txt", "app.py", "protos")
+#: Longest the wheel's build (or one install of it) may take: a few seconds, minutes when loaded.
+BUILD_S = 300
 
-[project]
-name = "mlemu"
-version = "0.0.0"
-requires-python = ">=3.11"
 
-[tool.setuptools.packages.find]
-include = [{include}]
-"""
+def wheel_packages() -> list[str]:
+    """The top-level packages pyproject.toml ships (its setuptools include list)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    return sorted({name.split(".")[0] for name in include})
 
 
 def build_wheel(work: Path) -> Path:
-    """mlemu's worker packages as a wheel in `work`/dist; its path."""
+    """mlemu's wheel, built from a copy of the repository's sources in `work`/project, in
+    `work`/dist; its path."""
     project = work / "project"
-    for package in WORKER_PACKAGES:
-        shutil.copytree(ROOT / package, project / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-    (project / "pyproject.toml").write_text(PYPROJECT.format(
-        include=", ".join(f'"{p}", "{p}.*"' for p in WORKER_PACKAGES)))
+    ignore = shutil.ignore_patterns("__pycache__", "_generated", "*.pyc")
+    for name in (*BUILD_FILES, *wheel_packages()):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, ignore=ignore)
+        else:
+            project.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, project / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "--no-index", "-q", "-w", str(work / "dist"), str(project)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=BUILD_S)
     [wheel] = (work / "dist").glob("mlemu-*.whl")
     return wheel
 
@@ -58,7 +66,7 @@ def _install(wheel: Path, home: Path) -> str:
     site = home / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
                     "--target", str(site), str(wheel)], check=True, capture_output=True,
-                   timeout=300)
+                   timeout=BUILD_S)
     return str(site)
 
 

@@ -3,6 +3,8 @@
 - tf2_model: tf.saved_model.save of a tf.Module with three signatures (two named inputs and two
   outputs; one float input; string input with `_bytes` outputs).
 - keras_model: a Keras 3 model exported with `model.export` (a TF2 SavedModel).
+- keras_image_model: a Keras 3 image model ([side, side, 3] -> the sum of its top-left block),
+  exported with `model.export`, for the image explanation methods (XRAI).
 - tf1_model: the v1 SavedModelBuilder (what Estimator exports were made of) with a variable, a
   predict `serving_default`, and classify/regress signatures over serialized tf.Example.
 Importing this module imports TensorFlow: only TensorFlow tests use it.
@@ -45,6 +47,22 @@ def tf2_model(directory: Path) -> Path:
     tf.saved_model.save(module, str(directory), signatures={
         "serving_default": module.multi, "half": module.half, "text": module.text,
         "uneven": module.uneven})
+    return directory
+
+
+def keras_image_model(directory: Path, side: int = 12) -> Path:
+    """Input `image` [None, side, side, 3] -> `output_0` [None, 1]: the sum of the image's
+    top-left (side/2 x side/2) block (a crop, then a Dense layer of ones), exported for serving.
+    Linear, so integrated gradients from a black baseline are the block's own pixel values."""
+    import keras
+
+    half = side // 2
+    model = keras.Sequential([keras.Input((side, side, 3), name="image"),
+                              keras.layers.Cropping2D(((0, side - half), (0, side - half))),
+                              keras.layers.Flatten(), keras.layers.Dense(1)])
+    model.layers[-1].set_weights([np.ones((half * half * 3, 1), np.float32),
+                                  np.zeros(1, np.float32)])
+    model.export(str(directory), verbose=False)
     return directory
 
 

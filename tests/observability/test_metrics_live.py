@@ -1,4 +1,4 @@
-"""Prometheus metrics of a live multi-worker server (gunicorn workers + the gRPC process): after
+"""Prometheus metrics of a live multi-worker server (gunicorn workers serving HTTP and gRPC): after
 traffic over every protocol, the merged /metrics counts what was sent, label by label."""
 
 from __future__ import annotations
@@ -131,13 +131,13 @@ def test_counters_add_up_across_processes(server: LiveServer) -> None:
     durations = by_labels(samples(server, "mlemu_request_duration_seconds_count"), *keys[:5])
     for key in {k[:5] for k in sent}:
         assert durations[key] == sum(n for k, n in sent.items() if k[:5] == key)
-    # both workers served (the fast path's requests alone spread over them) and gRPC runs as
-    # many processes as there are workers (MLEMU_GRPC_WORKERS unset), all ready before the
-    # traffic: each of the four has loaded sk v1 (models_loaded sums the live processes)
+    # both workers served (the fast path's requests alone spread over them) and serve gRPC
+    # themselves (MLEMU_GRPC_WORKERS unset), all ready before the traffic: each of the two has
+    # loaded sk v1 once for both transports (models_loaded sums the live processes)
     loaded = by_labels(samples(server, "mlemu_models_loaded"), "model", "version")
-    assert loaded["sk", "v1"] == 4
+    assert loaded["sk", "v1"] == 2
     pids = {s.labels["pid"] for s in samples(server, "process_resident_memory_bytes")}
-    assert len(pids) >= 4
+    assert len(pids) >= 2
     # instances per request: the 12 fast-path requests had 2 rows each
     instances = samples(server, "mlemu_instances_per_request_sum")
     assert by_labels(instances, "model", "version")["sk", "v1"] >= 12 * 2 + 3

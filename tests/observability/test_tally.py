@@ -1,11 +1,14 @@
 """observability/tally.py: per-thread rows add up exactly at each flush, a flush touches only the
 label sets that changed and writes each value once however many threads changed it, it lets
 other threads run during a long flush (measured by an injected clock), and the background flush
-is paced by its own cost."""
+is paced by its own cost; rows that hold a counter and its histogram, or two histograms, feed
+each child exactly as separate rows would."""
 
 import threading
 
-from observability.tally import Tally, bounds, pace
+import pytest
+
+from observability.tally import Pair, Tally, bounds, pace
 from tests.kit.clocks import FakeClock
 
 BOUNDS = bounds((0.1, 1.0))
@@ -123,3 +126,58 @@ def test_the_background_flush_is_paced_by_its_cost():
     assert pace(0.0005) == Tally.FLUSH_S  # cheap: every second
     assert pace(0.037) == 0.037 / Tally.FLUSH_SHARE  # 37 ms: at most 1 % of the time
     assert pace(5.0) == Tally.MAX_FLUSH_S  # never staler than this
+
+
+def test_a_counted_histogram_row_counts_each_observation_once():
+    """observe_counted: one row per thread holds the histogram and its counter; the counter's
+    value is the number of observations, whichever threads made them."""
+    tally, counter, histogram = Tally(), Value(), Histogram()
+
+    def work() -> None:
+        for i in range(300):
+            tally.observe_counted(counter, histogram, BOUNDS, (0.05, 0.5, 5.0)[i % 3])
+
+    _in_threads(3, work)
+    tally.flush()
+    assert (counter.calls, counter.total) == (1, 900)
+    assert [b.total for b in histogram._buckets] == [300, 300, 300]
+    assert abs(histogram._sum.total - 300 * (0.05 + 0.5 + 5.0)) < 1e-6
+    tally.flush()  # nothing new: nothing written
+    assert counter.calls == 1
+
+
+def test_two_counters_may_share_one_histogram():
+    """A request's latency histogram has no status label: its rows by status add into it."""
+    tally, ok, failed, histogram = Tally(), Value(), Value(), Histogram()
+    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
+    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
+    tally.observe_counted(failed, histogram, BOUNDS, 5.0)
+    tally.flush()
+    assert (ok.total, failed.total) == (2, 1)
+    assert [b.total for b in histogram._buckets] == [0, 2, 1]
+    assert histogram._sum.total == 6.0
+
+
+def test_a_pair_row_feeds_both_histograms_and_adds_up_with_their_own_rows():
+    latency, rows = Histogram(), Histogram()
+    pair = Pair(latency, BOUNDS, rows, bounds((1.0, 4.0)))
+    tally = Tally()
+    tally.observe_pair(pair, 0.05, 1)
+    tally.observe_pair(pair, 2.0, 3)
+    tally.observe(rows, pair.second_bounds, 8)  # the same child recorded alone (a merged call)
+    tally.flush()
+    assert [b.total for b in latency._buckets] == [1, 0, 1]
+    assert abs(latency._sum.total - 2.05) < 1e-9
+    assert [b.total for b in rows._buckets] == [1, 1, 1]
+    assert rows._sum.total == 12
+
+
+def test_a_key_keeps_one_layout():
+    tally, counter, histogram = Tally(), Value(), Histogram()
+    tally.observe_counted(counter, histogram, BOUNDS, 0.5)
+
+    def other_thread() -> None:
+        with pytest.raises(ValueError, match="one way only"):
+            tally.inc(counter)  # a second layout for the same key would not add up
+
+    _in_threads(1, other_thread)

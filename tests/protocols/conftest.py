@@ -107,10 +107,15 @@ def start_protocol_server(models: tuple[Path, dict[str, Any]],
     live = start_server(root / "state", config, workers, grpc_port=free_port(),
                         env={"MLEMU_PROJECT": PROJECT, **(env or {})})
     assert live.grpc_target
-    # Each gRPC process warms up on its own: wait until every one has answered V2 ServerReady
+    # Each process serving gRPC warms up on its own: wait until every one has answered V2 ServerReady
     # with ready=true (b"\x08\x01"), over fresh connections (the kernel picks the process).
-    pending = grpc_processes(live)
-    deadline = time.monotonic() + 60
+    serving = int((env or {}).get("MLEMU_GRPC_WORKERS") or workers)
+    deadline = time.monotonic() + 120  # a bound on a hung start, not a speed requirement
+    while len(pending := grpc_processes(live)) < serving:  # each binds the port as it starts
+        if time.monotonic() > deadline:
+            stop_server(live.proc)
+            raise RuntimeError(f"{len(pending)} of {serving} gRPC servers listen:\n{live.output()}")
+        time.sleep(0.1)
     while pending:
         with fresh_channel(live.grpc_target) as channel:
             ready = channel.unary_unary("/inference.GRPCInferenceService/ServerReady",
@@ -124,13 +129,58 @@ def start_protocol_server(models: tuple[Path, dict[str, Any]],
 
 
 def grpc_processes(live: LiveServer) -> set[int]:
-    """The pids of a live `app.py serve`'s gRPC server processes (its grpcserve/server.py children)."""
-    found = set()
-    for task in Path(f"/proc/{live.proc.pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if b"grpcserve" in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.add(int(child))
+    """The pids of a live `app.py serve`'s processes serving gRPC (gunicorn's workers by
+    default, grpcserve/server.py processes with MLEMU_GRPC_WORKERS): the processes of its tree
+    holding a socket that listens on the gRPC port, from /proc."""
+    assert live.grpc_target
+    port = int(live.grpc_target.rsplit(":", 1)[1])
+    listening = sockets_on(port, state="0A")  # TCP_LISTEN
+    return {pid for pid in descendants(live.proc.pid)
+            if any(link_target(fd) in listening for fd in _fds(pid))}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (children, their children, ...), from /proc."""
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        for task in _iterdir(Path(f"/proc/{pending.pop()}/task")):
+            for child in _read(task / "children").split():
+                if int(child) not in found:
+                    found.add(int(child))
+                    pending.append(int(child))
     return found
+
+
+def sockets_on(port: int, state: str) -> set[str]:
+    """fd link targets ("socket:[inode]") of the TCP sockets whose local port is `port`, in
+    `state` (/proc/net/tcp's hex state: 01 established, 0A listening)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            # local address HEX_IP:HEX_PORT, state, inode in column 9
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == state:
+                inodes.add(f"socket:[{fields[9]}]")
+    return inodes
+
+
+def _iterdir(directory: Path) -> list[Path]:
+    try:
+        return list(directory.iterdir())
+    except OSError:  # the process is gone
+        return []
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _fds(pid: int) -> list[Path]:
+    return _iterdir(Path(f"/proc/{pid}/fd"))
 
 
 def fresh_channel(target: str) -> grpc.Channel:
@@ -144,21 +194,13 @@ def serving_pid(live: LiveServer, channel: grpc.Channel) -> int:
     be the only client connection open): the process whose file descriptors include the
     server side of the one established TCP connection on the gRPC port, from /proc."""
     assert live.grpc_target
-    port = int(live.grpc_target.rsplit(":", 1)[1])
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            # local address HEX_IP:HEX_PORT, state 01 = ESTABLISHED, inode in column 9
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
-                inodes.add(f"socket:[{fields[9]}]")
-    holders = {pid for pid in grpc_processes(live) for fd in Path(f"/proc/{pid}/fd").iterdir()
-               if _link(fd) in inodes}
+    inodes = sockets_on(int(live.grpc_target.rsplit(":", 1)[1]), state="01")
+    holders = {pid for pid in grpc_processes(live) for fd in _fds(pid) if link_target(fd) in inodes}
     assert len(holders) == 1, (holders, inodes)
     return holders.pop()
 
 
-def _link(fd: Path) -> str:
+def link_target(fd: Path) -> str:
     try:
         return str(fd.readlink())
     except OSError:  # closed meanwhile

@@ -1,0 +1,1 @@
+"""Tests of the benchmark's own code (bench/): its parsing, decisions and target tables."""
