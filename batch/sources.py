@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -145,12 +145,13 @@ def _mark_long(lines: list[bytes]) -> list[bytes]:
     return [Oversized(len(line)) if len(line) > MAX_RECORD_BYTES else line for line in lines]
 
 
-def _by_bytes(records: list[bytes]) -> Iterator[list[bytes]]:
-    """`records` in order, in batches of at most BATCH_BYTES (or one record)."""
+def by_bytes(records: Iterable[bytes], size: int = 0) -> Iterator[list[bytes]]:
+    """`records` in order, in batches of at most BATCH_BYTES (or one record) and, with `size`,
+    at most `size` records."""
     batch: list[bytes] = []
     held = 0
     for record in records:
-        if batch and held + len(record) > BATCH_BYTES:
+        if batch and ((size and len(batch) >= size) or held + len(record) > BATCH_BYTES):
             yield batch
             batch, held = [], 0
         batch.append(record)
@@ -206,7 +207,7 @@ def text_batches(path: str, start: int, end: int, size: int) -> Iterator[list[by
             whole = len(pending) - len(pending) % size
             if whole == 0 and sum(map(len, pending)) > BATCH_BYTES:
                 # Long records: short batches rather than gigabytes held.
-                yield from _by_bytes(pending)
+                yield from by_bytes(pending)
                 pending = []
                 continue
             yield from (pending[i:i + size] for i in range(0, whole, size))

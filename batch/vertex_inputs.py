@@ -55,10 +55,10 @@ def batches(spec: JobSpec, rng: sources.Range, size: int) -> Iterator[list[bytes
     instances, other formats as read."""
     if spec.data_format == CSV_INPUT:
         named = instance_config(spec).names_fields
-        yield from _by_bytes(csv_records(rng[0], size, named), size)
+        yield from sources.by_bytes(csv_records(rng[0], size, named), size)
     elif spec.data_format == FILE_LIST_INPUT:
         answer_s = max(spec.storage_answer_s, READ_ANSWER_S)
-        yield from _by_bytes(listed_records(rng[0], spec.data_roots, answer_s), size)
+        yield from sources.by_bytes(listed_records(rng[0], spec.data_roots, answer_s), size)
     elif spec.built_records:  # Vertex AI's tf-record, tf-record-gzip
         for batch in sources.batches(spec.data_format, rng, size):
             yield [b64_record(record) for record in batch]
@@ -73,19 +73,6 @@ def b64_record(record: bytes) -> bytes:
     if isinstance(record, Oversized):
         return record
     return b'{"b64":"' + base64.b64encode(record) + b'"}'
-
-
-def _by_bytes(records: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    held = 0
-    for record in records:
-        if batch and (len(batch) >= size or held + len(record) > sources.BATCH_BYTES):
-            yield batch
-            batch, held = [], 0
-        batch.append(record)
-        held += len(record)
-    if batch:
-        yield batch
 
 
 def csv_records(path: str, size: int, named: bool = False) -> Iterator[bytes]:
