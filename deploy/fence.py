@@ -15,7 +15,7 @@ from __future__ import annotations
 #: gunicorn versions deploy/worker.py was tested with (requirements.txt pins one of them).
 TESTED_GUNICORN = ("27.0.1",)
 #: MLEMU_WORKER_CLASS's values, as gunicorn's worker_class setting.
-WORKER_CLASSES = {"mlemu": "deploy.worker.DeadlineThreadWorker", "gthread": "gthread"}
+WORKER_CLASSES = {"mlemu": "deploy.worker.KeepAliveThreadWorker", "gthread": "gthread"}
 
 
 class UntestedGunicorn(RuntimeError):

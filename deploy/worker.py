@@ -1,5 +1,5 @@
 """mlemu's gunicorn worker: gthread that reads each request without a thread, under a deadline,
-and answers gunicorn's own errors as JSON.
+and answers gunicorn's own errors as JSON; a busy keep-alive connection stays on its thread.
 
 Slow clients: a request is read in the worker's main loop, without a thread, until it is complete
 (deploy/request_buffer.py), under a per-request deadline (MLEMU_HEADER_TIMEOUT,
@@ -11,9 +11,14 @@ bound) is read under the same deadline (deploy/request_deadline.py). gunicorn's 
 (400, 414, 431, ...: gunicorn/workers/base.py `handle_error`, gunicorn/util.py `write_error`) are
 HTML: they are answered in the protocol's JSON shape instead (deploy/wire_errors.py).
 
-A kept-alive connection goes back to gthread's poller after each answer, as under gthread: idle
-connections hold no thread, and the keep-alive timeout, the SIGTERM drain and `Connection: close`
-while stopping work as gthread has them. Even connections across workers: deploy/balance.py.
+Busy keep-alive connections: stock gthread hands a keep-alive connection back to its main loop
+after every request (a future callback, the wake-up pipe, the poller, the pool again). This
+worker keeps such a connection in its thread for the next request while that is free: the next
+request must arrive within PIN_WAIT_S, or the connection goes back to the poller exactly as under
+gthread (idle connections hold no thread; the keep-alive timeout, the SIGTERM drain and
+`Connection: close` while stopping work as before); and every open connection of the worker must
+be able to have a thread of its own (open connections <= threads), otherwise they take turns
+through the poller as under gthread. Even connections across workers: deploy/balance.py.
 
 The gthread methods overridden here are not gunicorn's public interface: deploy/fence.py keeps
 this worker to the gunicorn versions it was tested with (MLEMU_WORKER_CLASS=gthread runs the stock
@@ -38,8 +43,13 @@ from core.settings import Settings
 from deploy import wire_errors
 from deploy.balance import BalancedAccept
 from deploy.request_buffer import RequestBuffer
-from deploy.request_deadline import DeadlineSocket
+from deploy.request_deadline import DeadlineSocket, readable
 
+#: How long a thread waits on its connection for the client's next request before handing the
+#: connection back to the main loop. Clients that keep a connection busy send the next request
+#: within a millisecond of the last answer; 50 ms also bounds how long a newly accepted
+#: connection can wait for a thread when every thread is waiting on a connection of its own.
+PIN_WAIT_S = 0.05
 #: Largest body read in the main loop before a thread is given the connection: a body this size
 #: costs a client that much sending before it can hold a thread (for at most the request deadline).
 MAX_BUFFERED_BODY = 1024 * 1024
@@ -52,9 +62,10 @@ class _Refused(Exception):
     """A request the worker answered itself (RequestBuffer.refusal): close the connection."""
 
 
-class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]  # gunicorn: untyped
+class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]  # gunicorn: untyped
     """gthread that reads each request without a thread, under a deadline (see the module
-    docstring), with gunicorn's own errors as JSON."""
+    docstring), keeps serving a keep-alive connection from its thread while it stays busy, and
+    answers gunicorn's own errors as JSON."""
 
     def init_process(self) -> None:
         settings = Settings.from_env()
@@ -193,8 +204,25 @@ class DeadlineThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc] 
 
     def _handle(self, conn: Any) -> Any:
         if not self._take_request(conn):
-            return _READ_MORE  # a partial request goes on in the main loop, holding no thread
-        return super().handle(conn)
+            return _READ_MORE
+        keepalive = super().handle(conn)
+        # `True` only: gthread's other answers (False: close) and HTTP/2 connections go back to
+        # the main loop as they would under gthread.
+        while keepalive is True and self._may_keep(conn):
+            if not conn.parser.unreader.buf.getvalue():  # nothing read ahead: wait for the client
+                try:
+                    if not readable(conn.sock, PIN_WAIT_S):
+                        break
+                except (OSError, ValueError):  # closed under us: let gthread clean up
+                    break
+            if not self._take_request(conn):
+                return _READ_MORE  # a partial request goes on in the main loop, holding no thread
+            keepalive = super().handle(conn)
+        return keepalive
+
+    def _may_keep(self, conn: Any) -> bool:
+        busy = self.nr_conns - len(self.reading)
+        return bool(self.alive and not conn.is_http2 and busy <= self.cfg.threads)
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception) -> None:
         """gunicorn's answer to a request it could not parse (its status and log line), sent as

@@ -20,7 +20,7 @@ ROW = [1.0, 2.0, 0.5, -1.0]
 
 def test_the_installed_gunicorn_is_a_tested_one():
     assert gunicorn.__version__ in fence.TESTED_GUNICORN
-    assert fence.worker_class("mlemu") == "deploy.worker.DeadlineThreadWorker"
+    assert fence.worker_class("mlemu") == "deploy.worker.KeepAliveThreadWorker"
 
 
 def test_an_untested_gunicorn_is_refused_in_one_line_naming_both_ways_out():

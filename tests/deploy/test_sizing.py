@@ -111,7 +111,7 @@ def load_conf(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: float)
 def test_gunicorn_conf_sizes_from_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = load_conf(monkeypatch, {"PORT": "9000", "MLEMU_HOST": "0.0.0.0"}, cpus=4)
     assert (conf["workers"], conf["threads"], conf["bind"]) == (4, 16, "0.0.0.0:9000")
-    assert conf["worker_class"] == "deploy.worker.DeadlineThreadWorker" and conf["graceful_timeout"] < 10
+    assert conf["worker_class"] == "deploy.worker.KeepAliveThreadWorker" and conf["graceful_timeout"] < 10
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "1"}, cpus=4)
     assert (conf["workers"], conf["threads"]) == (1, 64)
     conf = load_conf(monkeypatch, {"MLEMU_WORKERS": "2", "MLEMU_THREADS": "3"}, cpus=4)

@@ -1,5 +1,6 @@
-"""deploy/worker.py under a real gunicorn: reading requests in the main loop loses nothing that
-gthread guarantees (fair turns past the thread count, pipelining, idle and closed connections)."""
+"""deploy/worker.py under a real gunicorn: busy keep-alive connections stay on their thread, and
+nothing that gthread guarantees is lost (fair turns past the thread count, pipelining, idle and
+closed connections)."""
 
 import http.client
 import json
