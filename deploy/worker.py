@@ -37,11 +37,13 @@ from functools import partial
 from typing import Any
 
 from gunicorn import util
+from gunicorn.http.body import LengthReader
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
 from core.settings import Settings
-from deploy import wire_errors
+from deploy import http_date, request_target, wire_errors
 from deploy.balance import BalancedAccept
+from deploy.connection_socket import ConnectionSocket
 from deploy.request_buffer import RequestBuffer
 from deploy.request_deadline import DeadlineSocket, readable
 
@@ -68,6 +70,8 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
     answers gunicorn's own errors as JSON."""
 
     def init_process(self) -> None:
+        http_date.install()
+        request_target.install()
         settings = Settings.from_env()
         self.header_timeout = settings.header_timeout
         self.request_timeout = settings.request_timeout
@@ -97,8 +101,9 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
             if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 raise
             return
+        client_sock = ConnectionSocket.adopt(accepted)
         self.nr_conns += 1
-        conn = TConn(self.cfg, accepted, client_addr, listener.getsockname())
+        conn = TConn(self.cfg, client_sock, client_addr, listener.getsockname())
         conn.mlemu_buffer = self._new_buffer()  # a new connection's clock starts at accept
         self._read_in_loop(conn)
 
@@ -223,6 +228,29 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
     def _may_keep(self, conn: Any) -> bool:
         busy = self.nr_conns - len(self.reading)
         return bool(self.alive and not conn.is_http2 and busy <= self.cfg.threads)
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        """gthread's request handling, with the response's writes sent together
+        (deploy/connection_socket.py); an error page written after it goes out uncorked."""
+        sock = conn.sock
+        if not isinstance(sock, ConnectionSocket):  # TLS wraps it in an SSLSocket
+            return super().handle_request(req, conn)
+        sock.cork()
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            sock.uncork()
+
+    def _keepalive_after(self, conn: Any, keepalive: Any) -> Any:
+        """gthread drains a body the application did not read before it reuses the connection,
+        setting and restoring a socket timeout to bound the drain (two ioctls, each a GIL
+        release): skipped when there is nothing left to drain, a Content-Length body read to its
+        end, which is every request mlemu's routes answer."""
+        body = getattr(conn.parser.mesg, "body", None) if keepalive else None
+        if (body is not None and isinstance(body.reader, LengthReader) and body.reader.length == 0
+                and not body.buf.tell() and not body.failed):
+            return True
+        return super()._keepalive_after(conn, keepalive)
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception) -> None:
         """gunicorn's answer to a request it could not parse (its status and log line), sent as
