@@ -15,7 +15,7 @@ from gunicorn import util
 
 from deploy import http_date
 from deploy.connection_socket import CORK_LIMIT, ConnectionSocket
-from tests import modelkit
+from tests.kit import modelkit
 
 
 @pytest.fixture
