@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import free_port, start_server, stop_server
-from tests.kit import modelkit
+from tests.kit import modelkit, vertexkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
@@ -51,26 +50,13 @@ class Sizes:
 
 @pytest.fixture(scope="module")
 def env(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
     base = tmp_path_factory.mktemp("vertex-inputs")
     data = base / "data"
     data.mkdir()
-    gcs_emulator.client().create_bucket(BUCKET)
-    environ = {"STORAGE_EMULATOR_HOST": gcs_emulator.host, "MLEMU_DATA_ROOTS": str(data)}
-    server = start_server(base / "state", env=environ, grpc_port=free_port())
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)  # the SDK stages through it
-    try:
-        aiplatform.init(project="demo", location="us-central1", api_endpoint=server.url,
-                        api_transport="rest", credentials=AnonymousCredentials(),
-                        staging_bucket=f"gs://{BUCKET}")
+    with vertexkit.sdk_server(gcs_emulator, base, BUCKET,
+                              {"MLEMU_DATA_ROOTS": str(data)}) as (_server, aiplatform):
         yield {"aiplatform": aiplatform, "base": base, "data": data,
                "bucket": gcs_emulator.client().bucket(BUCKET)}
-    finally:
-        monkey.undo()
-        stop_server(server.proc)
 
 
 def _outputs(bucket: Any, job: Any) -> dict[str, list[Any]]:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import free_port, start_server, stop_server
-from tests.kit import containerkit
+from tests.conftest import start_server, stop_server
+from tests.kit import containerkit, vertexkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "example.com/my/custom:1"
@@ -58,23 +58,9 @@ def _gone(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def env(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("vertex-containers")
-    gcs_emulator.client().create_bucket("container-staging")
-    server = start_server(base / "state", env={"STORAGE_EMULATOR_HOST": gcs_emulator.host,
-                                               "MLEMU_VERTEX_LOCAL_CONTAINERS": "true"},
-                          grpc_port=free_port())
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)  # the SDK stages through it
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
-    aiplatform.init(project="demo", location="us-central1", api_endpoint=server.url,
-                    api_transport="rest", credentials=AnonymousCredentials(),
-                    staging_bucket="gs://container-staging")
-    try:
+    with vertexkit.sdk_server(gcs_emulator, base, "container-staging",
+                              {"MLEMU_VERTEX_LOCAL_CONTAINERS": "true"}) as (server, aiplatform):
         yield {"server": server, "base": base, "aiplatform": aiplatform}
-    finally:
-        monkey.undo()
-        stop_server(server.proc)
 
 
 def test_upload_deploy_predict_raw_predict_undeploy(env: dict[str, Any]) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import LiveServer, free_port, start_server, stop_server
-from tests.kit import modelkit
+from tests.conftest import LiveServer
+from tests.kit import modelkit, vertexkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
@@ -23,26 +23,12 @@ ROWS = [[5.1, 3.5, 1.4, 0.2], [-1.0, 0.5, 2.0, -0.3]]
 @pytest.fixture(scope="module")
 def deployed(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[LiveServer, Any]]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
     base = tmp_path_factory.mktemp("vertex-faults")
-    gcs_emulator.client().create_bucket("vertex-faults")
     modelkit.sklearn_model(base / "iris", kind="logreg")
-    server = start_server(base / "state", env={"STORAGE_EMULATOR_HOST": gcs_emulator.host},
-                          grpc_port=free_port())
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)
-    try:
-        aiplatform.init(project="demo", location="us-central1", api_endpoint=server.url,
-                        api_transport="rest", credentials=AnonymousCredentials(),
-                        staging_bucket="gs://vertex-faults")
+    with vertexkit.sdk_server(gcs_emulator, base, "vertex-faults") as (server, aiplatform):
         model = aiplatform.Model.upload(display_name="iris", artifact_uri=str(base / "iris"),
                                         serving_container_image_uri=IMAGE)
         yield server, model.deploy(machine_type="n1-standard-2")
-    finally:
-        monkey.undo()
-        stop_server(server.proc)
 
 
 def test_a_quota_error_twice_then_the_prediction(deployed: tuple[LiveServer, Any]) -> None:

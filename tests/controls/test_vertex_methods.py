@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import LiveServer, free_port, start_server, stop_server
-from tests.kit import modelkit
+from tests.conftest import LiveServer
+from tests.kit import modelkit, vertexkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
@@ -24,24 +24,10 @@ ROWS = [[5.1, 3.5, 1.4, 0.2], [-1.0, 0.5, 2.0, -0.3]]
 @pytest.fixture(scope="module")
 def vertex(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[LiveServer, Any, str]]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
     base = tmp_path_factory.mktemp("vertex-methods")
-    gcs_emulator.client().create_bucket("vertex-methods")
     modelkit.sklearn_model(base / "iris", kind="logreg")
-    server = start_server(base / "state", env={"STORAGE_EMULATOR_HOST": gcs_emulator.host},
-                          grpc_port=free_port())
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)
-    try:
-        aiplatform.init(project="demo", location="us-central1", api_endpoint=server.url,
-                        api_transport="rest", credentials=AnonymousCredentials(),
-                        staging_bucket="gs://vertex-methods")
+    with vertexkit.sdk_server(gcs_emulator, base, "vertex-methods") as (server, aiplatform):
         yield server, aiplatform, str(base / "iris")
-    finally:
-        monkey.undo()
-        stop_server(server.proc)
 
 
 def _controls(server: LiveServer, verb: str, path: str, **kwargs: Any) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.conftest import LiveServer
+from tests.kit import vertexkit
 
 pytestmark = pytest.mark.slow
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
@@ -32,23 +33,13 @@ def _image() -> np.ndarray:
 @pytest.fixture(scope="module")
 def endpoint(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[LiveServer, Any]]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
     from google.cloud.aiplatform import explain
 
     from tests.kit import tfmodels
 
     base = tmp_path_factory.mktemp("vertex-xrai")
-    gcs_emulator.client().create_bucket("vertex-xrai")
     tfmodels.keras_image_model(base / "image", SIDE)
-    server = start_server(base / "state", env={"STORAGE_EMULATOR_HOST": gcs_emulator.host},
-                          grpc_port=free_port())
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.host)
-    try:
-        aiplatform.init(project="demo", location="us-central1", api_endpoint=server.url,
-                        api_transport="rest", credentials=AnonymousCredentials(),
-                        staging_bucket="gs://vertex-xrai")
+    with vertexkit.sdk_server(gcs_emulator, base, "vertex-xrai") as (server, aiplatform):
         model = aiplatform.Model.upload(
             display_name="image", artifact_uri=str(base / "image"),
             serving_container_image_uri=IMAGE,
@@ -58,9 +49,6 @@ def endpoint(gcs_emulator: Any, tmp_path_factory: pytest.TempPathFactory
             explanation_parameters=explain.ExplanationParameters(
                 {"xrai_attribution": {"step_count": 20}}))
         yield server, model.deploy(machine_type="n1-standard-2")
-    finally:
-        monkey.undo()
-        stop_server(server.proc)
 
 
 def _map(attribution: Any) -> np.ndarray:
