@@ -39,11 +39,14 @@ def same(got: Sequence[Any], want: Sequence[Any]) -> bool:
     return True
 
 
-def post(url: str, body: bytes, timeout: float = 60.0) -> tuple[int, Any]:
+def _json_request(method: str, url: str, body: bytes | None, timeout: float
+                  ) -> tuple[int, Any]:
+    """The status and JSON answer of one request (the text when the answer is not JSON)."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
-        conn.request("POST", parts.path, body, {"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, parts.path, body, headers)
         response = conn.getresponse()
         data = response.read()
     finally:
@@ -52,6 +55,10 @@ def post(url: str, body: bytes, timeout: float = 60.0) -> tuple[int, Any]:
         return response.status, json.loads(data)
     except ValueError:
         return response.status, data.decode(errors="replace")
+
+
+def post(url: str, body: bytes, timeout: float = 60.0) -> tuple[int, Any]:
+    return _json_request("POST", url, body, timeout)
 
 
 def get_status(url: str, timeout: float = 5.0) -> int:
@@ -71,18 +78,7 @@ def get_status(url: str, timeout: float = 5.0) -> int:
 
 def get_json(url: str, timeout: float = 30.0) -> tuple[int, Any]:
     """The status and JSON answer of a GET (the text when the answer is not JSON)."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    try:
-        conn.request("GET", parts.path)
-        response = conn.getresponse()
-        data = response.read()
-    finally:
-        conn.close()
-    try:
-        return response.status, json.loads(data)
-    except ValueError:
-        return response.status, data.decode(errors="replace")
+    return _json_request("GET", url, None, timeout)
 
 
 def wait_ready(predict: Callable[[], bool], proc: subprocess.Popen[bytes], limit: float) -> float:
