@@ -209,7 +209,8 @@ class Emulator:
     def on_tick(self) -> None:
         """The task runner's periodic call (every few seconds, in every process)."""
         self.prune_deployments()
-        self.deployments.trim()  # memory of versions the caps unloaded goes back to the system
+        # Metric rows of versions unloaded are forgotten and their memory goes back to the system.
+        self.deployments.trim()
         if self.instruments is not None:
             self.instruments.update_process(min_interval_s=5.0)
             metric_files.reattach_all()  # metrics held in memory back to their files, if room

@@ -23,7 +23,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from observability.metrics import MULTIPROC_ENV, Instruments, multiprocess
+from observability.metric_defs import MULTIPROC_ENV, multiprocess
+from observability.metrics import Instruments
 
 #: Protocol labels that are not model serving (left out of the grps page's figures).
 _NOT_SERVING = {"health", "metrics", "ml_v1", "other"}

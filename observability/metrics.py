@@ -1,4 +1,4 @@
-"""Prometheus metric definitions and the per-version instruments that record them.
+"""The per-version instruments that record mlemu's metrics (defined in metric_defs.py).
 
 prometheus_client keeps metric values per process; under gunicorn (several workers) and beside
 the gRPC process they are shared through multiprocess mode: every process writes its values to
@@ -13,114 +13,33 @@ unknown model is recorded with empty model and version), protocol and method fro
 (http.py, grpc.py). The hot path records through a `Tally` (tally.py): a dict lookup and a few
 list updates per event, no lock; a request's count and latency share one row, and so do a model
 call's latency and instances.
+
+What is kept for a version follows the load: once it is unloaded, `Instruments.forget` drops its
+instruments, rows and (in multiprocess mode) label children; its values stay where they are read
+back from when it loads again (docs/performance.md).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
-from observability import metric_files
-from observability.tally import Pair, Tally, bounds
-
-# Metric files that cannot be written (a full or read-only disk) must not kill the process.
-metric_files.install()
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            30.0, 60.0)
-_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384)
-_BATCH = _COUNTS[:8]
-LATENCY_BOUNDS, COUNT_BOUNDS, BATCH_BOUNDS = bounds(_LATENCY), bounds(_COUNTS), bounds(_BATCH)
-_VERSION = ("model", "version")
-#: Label tuples whose request children `Instruments.request_children` keeps at most.
-REQUEST_CHILDREN = 4096
-_REQUEST = ("transport", "protocol", "method", "model", "version")
-#: The standard process collector's figures, as gauges each process publishes under
-#: multiprocess mode (it reads only its own process); a `pid` label tells them apart.
-_PROCESS = {
-    "process_resident_memory_bytes": "Resident memory size in bytes.",
-    "process_virtual_memory_bytes": "Virtual memory size in bytes.",
-    "process_cpu_seconds_total": "Total user and system CPU time spent in seconds.",
-    "process_open_fds": "Number of open file descriptors.",
-    "process_start_time_seconds": "Start time of the process since unix epoch in seconds.",
-}
-
-
-def multiprocess() -> bool:
-    return bool(os.environ.get(MULTIPROC_ENV))
-
-
-def short_names(version_name: str) -> tuple[str, str]:
-    """("model", "version") of projects/P/models/M/versions/V."""
-    parts = version_name.split("/")
-    return (parts[3], parts[5]) if len(parts) >= 6 else ("", "")
-
-
-class Metrics:
-    """Every metric mlemu exposes (docs/observability.md), registered in `registry`."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.requests = Counter("mlemu_requests", "Requests served, by transport (http, grpc), "
-                                "protocol, method, model, version and status code.",
-                                (*_REQUEST, "code"), registry=r)
-        self.request_seconds = Histogram("mlemu_request_duration_seconds", "Whole request "
-                                         "latency (body read to answer built).", _REQUEST,
-                                         buckets=_LATENCY, registry=r)
-        self.model_call_seconds = Histogram("mlemu_model_call_duration_seconds", "Latency of one "
-                                            "call into the model (a merged batch is one call).",
-                                            _VERSION, buckets=_LATENCY, registry=r)
-        self.instances = Histogram("mlemu_instances_per_request", "Instances (rows) per "
-                                   "prediction request.", _VERSION, buckets=_COUNTS, registry=r)
-        self.batch_requests = Histogram("mlemu_batch_merged_requests", "Requests merged into one "
-                                        "model call by adaptive batching.", _VERSION,
-                                        buckets=_BATCH, registry=r)
-        self.batch_instances = Histogram("mlemu_batch_merged_instances", "Instances of one merged "
-                                         "model call.", _VERSION, buckets=_COUNTS, registry=r)
-        self.batch_wait = Histogram("mlemu_batch_queue_wait_seconds", "Time a request waited for "
-                                    "the model call in flight before its batch ran.", _VERSION,
-                                    buckets=_LATENCY, registry=r)
-        self.models_loaded = Gauge("mlemu_models_loaded", "Model versions loaded, summed over "
-                                   "live processes (each process loads its own copy).", _VERSION,
-                                   multiprocess_mode="livesum", registry=r)
-        self.models_loaded_bytes = Gauge("mlemu_models_loaded_bytes", "Estimated memory of the "
-                                         "model versions loaded (registry/footprint.py), summed "
-                                         "over live processes.", multiprocess_mode="livesum",
-                                         registry=r)
-        self.evictions = Counter("mlemu_model_evictions", "Loaded versions unloaded by the caps "
-                                 "on loaded versions or their memory (least recently used).",
-                                 _VERSION, registry=r)
-        self.load_seconds = Histogram("mlemu_model_load_duration_seconds", "Time to load a model "
-                                      "version.", _VERSION, buckets=_LATENCY, registry=r)
-        self.load_failures = Counter("mlemu_model_load_failures", "Model loads that failed.",
-                                     _VERSION, registry=r)
-        self.operations = Counter("mlemu_operations", "Long-running operations and jobs "
-                                  "finished, by type and final state.", ("type", "state"),
-                                  registry=r)
-        self.operations_running = Gauge("mlemu_operations_running", "Long-running operations and "
-                                        "jobs running now.", ("type",),
-                                        multiprocess_mode="livesum", registry=r)
-        self.request_log_rows = Counter("mlemu_request_log_rows", "Request-response log rows "
-                                        "written, by destination (bigquery, store).",
-                                        ("destination",), registry=r)
-        self.request_log_dropped = Counter("mlemu_request_log_dropped", "Request-response log "
-                                           "rows dropped, by reason (queue_full, write_error).",
-                                           ("reason",), registry=r)
-        if multiprocess():
-            self.process = {name: Gauge(name, text, multiprocess_mode="liveall", registry=r)
-                            for name, text in _PROCESS.items()}
-        else:
-            self.process = {}
-            ProcessCollector(registry=r)
+from observability.metric_defs import (
+    BATCH_BOUNDS,
+    COUNT_BOUNDS,
+    LATENCY_BOUNDS,
+    REQUEST_CHILDREN,
+    Metrics,
+    multiprocess,
+    short_names,
+)
+from observability.tally import Pair, Tally
 
 
 def _rows(instances: Any) -> int:
@@ -163,6 +82,11 @@ class VersionInstruments:
         #: A model call's latency and its instances, recorded in one row (outside a merge).
         self._call = Pair(self.call_seconds, LATENCY_BOUNDS, self.instances, COUNT_BOUNDS)
 
+    def keys(self) -> tuple[Any, ...]:
+        """What this version's tally rows are keyed by."""
+        return (self.call_seconds, self.instances, self.batch_requests, self.batch_instances,
+                self.batch_wait, self._call)
+
     def model_call(self, seconds: float, instances: Any) -> None:
         if self._merging.on:  # each merged request's instances were counted by merged_call
             self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
@@ -199,6 +123,9 @@ class Instruments:
         self._merging = _Merging()
         self._versions: dict[str, VersionInstruments] = {}
         self._requests: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        #: (model, version) labels -> the tally keys handed out for them (what `forget` retires).
+        self._handed: dict[tuple[str, str], set[Any]] = {}
+        self._forget_lock = threading.Lock()
         self._process = ProcessCollector(registry=None)
         self._process_lock = threading.Lock()
         self._process_read = 0.0
@@ -208,6 +135,7 @@ class Instruments:
         if found is None:
             found = self._versions.setdefault(version_name, VersionInstruments(
                 self.metrics, self.tally, self._merging, *short_names(version_name)))
+            self._handed.setdefault((found.model, found.version), set()).update(found.keys())
         return found
 
     def request(self, transport: str, protocol: str, method: str, model: str, version: str,
@@ -228,8 +156,35 @@ class Instruments:
         again, so the tally's rows (keyed by them) go on."""
         if len(self._requests) >= REQUEST_CHILDREN:
             self._requests.clear()
-        return self._requests.setdefault(key, (
+        children = self._requests.setdefault(key, (
             self.metrics.requests.labels(*key), self.metrics.request_seconds.labels(*key[:5])))
+        self._handed.setdefault((key[3], key[4]), set()).add(children[0])
+        return children
+
+    def forget(self, in_use: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Keep nothing in this process for (model, version) labels not in `in_use` (versions no
+        longer loaded): their instruments, cached request children and tally rows go (the rows
+        flushed first: tally.retire), and in multiprocess mode their label children too (their
+        values stay in the files, and a child made again reads its value back: metric_values.py).
+        In one process the children are the values, so they stay. Rows of children no longer
+        handed out (a request that finished on an unloaded model) go too. The labels forgotten."""
+        with self._forget_lock:
+            gone = {labels for labels in self._handed if labels not in in_use and any(labels)}
+            keys = [key for labels in gone for key in self._handed.pop(labels, ())]
+            for name, found in list(self._versions.items()):
+                if (found.model, found.version) in gone:
+                    self._versions.pop(name, None)
+            for key in list(self._requests):
+                if key[3:5] in gone:
+                    self._requests.pop(key, None)
+            live = set().union(*self._handed.values())
+            keys += [key for key in self.tally.recorded() if key not in live]
+            self.tally.retire(keys)
+            if multiprocess():
+                for metric in self.metrics.per_version():
+                    for model, version in gone:
+                        metric.remove_by_labels({"model": model, "version": version})
+        return sorted(gone)
 
     def flush(self) -> None:
         """Bring prometheus_client's values up to date (before this process answers a scrape)."""

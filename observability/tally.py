@@ -34,6 +34,7 @@ grows.
 from __future__ import annotations
 
 import atexit
+import itertools
 import threading
 import time
 import weakref
@@ -71,6 +72,10 @@ class Tally:
         self._local = threading.local()
         #: Every child recorded to, with every thread's row of it; added to under the lock only.
         self._children: dict[Any, _Child] = {}
+        #: Every thread's rows by key (so `retire` can take a key out of all of them).
+        self._tables: weakref.WeakSet[_Rows] = weakref.WeakSet()
+        #: Entries `retire` took out of the threads' tables, flushed a last time by the next one.
+        self._retiring: list[_Child] = []
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
 
@@ -80,7 +85,9 @@ class Tally:
         try:
             rows = self._local.rows
         except AttributeError:
-            rows = self._local.rows = {}
+            rows = self._local.rows = _Rows()
+            with self._lock:
+                self._tables.add(rows)
         row = rows.get(key)
         if row is None:
             size = sum(1 if b is None else len(b) + 1 for _, b in parts) + 1
@@ -146,15 +153,56 @@ class Tally:
         row[at + 1 + bisect_left(pair.second_bounds, second)] += 1
         row[-1] += 1
 
+    def recorded(self) -> list[Any]:
+        """Every key recorded to and not retired."""
+        with self._lock:
+            return list(self._children)
+
+    def retiring(self) -> bool:
+        """Whether rows `retire` took out wait for their last flush."""
+        return bool(self._retiring)
+
+    def retire(self, keys: Any) -> None:
+        """Stop keeping rows of `keys` (a version no longer loaded), in two steps so no update
+        is lost: now their rows leave every thread's table (a thread's next update of one makes
+        a new row); the next call flushes them a last time and drops them. A thread that found a
+        row just before it left its table adds to it within a few instructions, long before
+        the next call (the emulator's tick, seconds later) takes the last sum."""
+        with self._lock:
+            for entry in self._retiring:
+                entry.flush()
+            self._retiring = []
+            gone = {key for key in keys if key in self._children}
+            for table in list(self._tables):
+                for key in gone:
+                    table.pop(key, None)
+            self._retiring = [self._children.pop(key) for key in gone]
+
     def flush(self) -> None:
         with self._lock:
             clock = self._clock
             slice_end = clock() + self.SLICE_S
-            for entry in self._children.values():
+            for entry in itertools.chain(self._children.values(), self._retiring):
                 entry.flush()
                 if clock() > slice_end:
                     self._pause(0)  # releases the GIL: a waiting request runs now, not in 5 ms
                     slice_end = clock() + self.SLICE_S
+
+
+class _Rows(dict[Any, list[float]]):
+    """One thread's rows by key: a dict a WeakSet can hold (gone with its thread), each one
+    itself (equal to no other, whatever their contents)."""
+
+    __slots__ = ("__weakref__",)
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
 
 
 class Pair:

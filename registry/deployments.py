@@ -28,7 +28,7 @@ from pathlib import Path
 import predictors
 from core.errors import ApiError, ModelLoadError
 from observability import instrument
-from observability.metrics import Instruments
+from observability.metrics import Instruments, short_names
 from predictors.base import Predictor, PredictorOptions
 from predictors.batching import Batchers
 from predictors.container import ContainerHost
@@ -188,14 +188,24 @@ class Deployments:
                      "request", name, self._caps())
 
     def trim(self, release: Callable[[], object] = footprint.release_freed_memory) -> bool:
-        """After the caps unloaded predictors, give the memory they freed back to the system
-        (called from the emulator's periodic tick, not per eviction: a trim walks the heap).
-        Whether it released."""
+        """After predictors were unloaded (by the caps, or dropped), forget what the metrics kept
+        for them (Instruments.forget) and give the memory they freed back to the system (called
+        from the emulator's periodic tick, not per eviction: a trim walks the heap). Whether it
+        released."""
         with self._guard:
             due, self._unloaded_since_trim = self._unloaded_since_trim > 0, 0
+        # Also while rows retired last time wait for their last flush (tally.retire's 2nd step).
+        if self.instruments is not None and (due or self.instruments.tally.retiring()):
+            self.instruments.forget(self.in_use())
         if due:
             release()
         return due
+
+    def in_use(self) -> set[tuple[str, str]]:
+        """(model, version) metric labels of the versions loaded or loading now: what the
+        metrics keep rows and children for (the others' are forgotten after an unload)."""
+        names = [name for name, lock in list(self._locks.items()) if lock.locked()]
+        return {short_names(name) for name in [*list(self._entries), *names]}
 
     def _caps(self) -> str:
         caps = []
@@ -229,8 +239,10 @@ class Deployments:
             if entry is None or (uid is not None and entry.uid != uid):
                 return
             del self._entries[name]
+            self._unloaded_since_trim += 1
+            if not isinstance(entry.value, ApiError):
+                self._unloaded_metric(name, entry.size)
         if not isinstance(entry.value, ApiError):
-            self._unloaded_metric(name, entry.size)
             entry.value.close()
 
     def _observe_load(self, name: str, value: Predictor | ApiError, seconds: float) -> None:
