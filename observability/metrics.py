@@ -161,6 +161,10 @@ class Instruments:
         self._handed.setdefault((key[3], key[4]), set()).add(children[0])
         return children
 
+    def held(self) -> set[tuple[str, str]]:
+        """(model, version) labels this process keeps instruments or request children for."""
+        return set(self._handed) | {(v.model, v.version) for v in list(self._versions.values())}
+
     def forget(self, in_use: set[tuple[str, str]]) -> list[tuple[str, str]]:
         """Keep nothing in this process for (model, version) labels not in `in_use` (versions no
         longer loaded): their instruments, cached request children and tally rows go (the rows
