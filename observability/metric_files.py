@@ -14,6 +14,7 @@ their files (prometheus_client.values.MmapedDict).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import mmap
 import os
@@ -61,6 +62,28 @@ def _allocate(fd: int, size: int) -> None:
     os.posix_fallocate(fd, 0, size)
 
 
+def _digest(key: str) -> bytes:
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
+
+
+class _Positions(dict[bytes, int]):
+    """MmapedDict's series key -> position in the file, keyed by a 16-byte digest of the key
+    instead of the key: a key spells out the metric's name, labels and help text (about 200
+    bytes), and the map keeps one for every series the process ever wrote, also after its label
+    child was removed (an unloaded version's: metric_values.py). 128 bits: no two series meet."""
+
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(_digest(key))
+
+    def __getitem__(self, key: str) -> int:  # type: ignore[override]
+        return super().__getitem__(_digest(key))
+
+    def __setitem__(self, key: str, position: int) -> None:  # type: ignore[override]
+        super().__setitem__(_digest(key), position)
+
+
 class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has no type hints
     """MmapedDict whose pages are allocated before they are mapped, falling back to memory."""
 
@@ -68,7 +91,7 @@ class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has
         # prometheus_client calls a dict under its own lock; reattach_all comes from elsewhere.
         self._lock = threading.RLock()
         self._fname = filename
-        self._positions: dict[str, int] = {}
+        self._positions = _Positions()
         self._f: Any = None
         self._retry_at = 0.0
         try:
