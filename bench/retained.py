@@ -53,6 +53,12 @@ def _layout(root: Path, n: int) -> dict[str, Path]:
     return dirs
 
 
+def metric_file_bytes(directory: Path) -> int:
+    """Bytes used in this process's metric files (each file's first word, MmapedDict's layout)."""
+    return sum(int.from_bytes(path.read_bytes()[:4], "little")
+               for path in directory.glob(f"*_{os.getpid()}.db"))
+
+
 def _settle(emu: Any) -> None:
     emu.instruments and emu.instruments.flush()
     emu.on_tick()
@@ -119,6 +125,7 @@ def main() -> None:
         tracemalloc.start(12)
     _settle(emu)
     before_pss = pss_kib()
+    before_files = metric_file_bytes(tmp / "metrics")
     before = tracemalloc.take_snapshot() if args.trace else None
     serve(served)
     _settle(emu)
@@ -127,7 +134,9 @@ def main() -> None:
     out: dict[str, Any] = {
         "versions": args.versions, "threads": args.threads, "multiprocess": args.multiprocess,
         "loaded_after": loaded, "evicted": emu.deployments.evicted, "failures": failures[:3],
-        "pss_kib_per_version": (after_pss - before_pss) / args.versions}
+        "pss_kib_per_version": (after_pss - before_pss) / args.versions,
+        "metric_file_bytes_per_version":
+            (metric_file_bytes(tmp / "metrics") - before_files) / args.versions}
     if before is not None:
         after = tracemalloc.take_snapshot()
         stats = after.compare_to(before, "traceback")
