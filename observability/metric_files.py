@@ -32,6 +32,8 @@ log = logging.getLogger("mlemu.metrics")
 INITIAL_BYTES = 1 << 16
 #: The file's first word: how many of its bytes are used (MmapedDict's layout).
 _USED = struct.Struct("i")
+#: A series' value and timestamp, where its position points (MmapedDict's layout).
+_PAIR = struct.Struct("dd")
 #: Least seconds between tries to put values held in memory back into their file.
 RETRY_S = 5.0
 #: Files whose values are in memory only (readiness lists them), and their dicts.
@@ -62,7 +64,8 @@ def _allocate(fd: int, size: int) -> None:
     os.posix_fallocate(fd, 0, size)
 
 
-def _digest(key: str) -> bytes:
+def digest(key: str) -> bytes:
+    """What the index keys a series by (see _Positions)."""
     return hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
 
 
@@ -75,13 +78,13 @@ class _Positions(dict[bytes, int]):
     __slots__ = ()
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and super().__contains__(_digest(key))
+        return isinstance(key, str) and super().__contains__(digest(key))
 
     def __getitem__(self, key: str) -> int:  # type: ignore[override]
-        return super().__getitem__(_digest(key))
+        return super().__getitem__(digest(key))
 
     def __setitem__(self, key: str, position: int) -> None:  # type: ignore[override]
-        super().__setitem__(_digest(key), position)
+        super().__setitem__(digest(key), position)
 
 
 class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has no type hints
@@ -186,6 +189,28 @@ class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has
     def read_value(self, key: str) -> tuple[float, float]:
         with self._lock:
             return super().read_value(key)  # type: ignore[no-any-return]
+
+    def _position(self, key: str, key_digest: bytes) -> int:
+        """Where `key`'s value is (made at 0 if new); `key_digest` is digest(key), computed once
+        by the caller (metric_values.FileValue) rather than on every update."""
+        found = self._positions.get(key_digest)
+        if found is None:
+            self._init_value(key)
+            found = self._positions.get(key_digest, 0)
+        return found
+
+    def value(self, key: str, key_digest: bytes) -> float:
+        with self._lock:
+            at = self._position(key, key_digest)  # first: making the series may remap the file
+            return float(_PAIR.unpack_from(self._m, at)[0])
+
+    def put(self, key: str, key_digest: bytes, value: float, timestamp: float) -> None:
+        with self._lock:
+            if self._fname in _DETACHED:
+                self._reattach()
+            at = self._position(key, key_digest)
+            # One slice assignment: a reader never sees the pair half written.
+            self._m[at:at + _PAIR.size] = _PAIR.pack(value, timestamp)
 
     def close(self) -> None:
         if self._f is None:

@@ -26,7 +26,7 @@ from typing import Any
 import prometheus_client.values
 from prometheus_client.mmap_dict import mmap_key
 
-from observability.metric_files import SafeMmapedDict
+from observability.metric_files import SafeMmapedDict, digest
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -56,29 +56,29 @@ def _file(prefix: str) -> SafeMmapedDict:
 class FileValue:
     """One series' value in this process's metric file (see the module docstring)."""
 
-    __slots__ = ("_key", "_prefix")
+    __slots__ = ("_digest", "_key", "_prefix")
     _multiprocess = True
 
     def __init__(self, typ: str, metric_name: str, name: str, labelnames: Any, labelvalues: Any,
                  help_text: str, multiprocess_mode: str = "", **kwargs: Any) -> None:
         self._prefix = f"gauge_{multiprocess_mode}" if typ == "gauge" else typ
         self._key = mmap_key(metric_name, name, labelnames, labelvalues, help_text)
+        self._digest = digest(self._key)
         with _LOCK:  # the series is in the file (at 0) from its creation, as prometheus_client's
-            _file(self._prefix).read_value(self._key)
+            _file(self._prefix).value(self._key, self._digest)
 
     def inc(self, amount: float) -> None:
         with _LOCK:
             file = _file(self._prefix)
-            value = file.read_value(self._key)[0]
-            file.write_value(self._key, value + amount, 0.0)
+            file.put(self._key, self._digest, file.value(self._key, self._digest) + amount, 0.0)
 
     def set(self, value: float, timestamp: float | None = None) -> None:
         with _LOCK:
-            _file(self._prefix).write_value(self._key, value, timestamp or 0.0)
+            _file(self._prefix).put(self._key, self._digest, value, timestamp or 0.0)
 
     def get(self) -> float:
         with _LOCK:
-            return float(_file(self._prefix).read_value(self._key)[0])
+            return _file(self._prefix).value(self._key, self._digest)
 
     def set_exemplar(self, exemplar: Any) -> None:
         return  # prometheus_client's multiprocess values keep no exemplars either

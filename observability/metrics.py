@@ -173,7 +173,7 @@ class Instruments:
         In one process the children are the values, so they stay. Rows of children no longer
         handed out (a request that finished on an unloaded model) go too. The labels forgotten."""
         with self._forget_lock:
-            gone = {labels for labels in self._handed if labels not in in_use and any(labels)}
+            gone = {labels for labels in list(self._handed) if labels not in in_use and any(labels)}
             keys = [key for labels in gone for key in self._handed.pop(labels, ())]
             for name, found in list(self._versions.items()):
                 if (found.model, found.version) in gone:
