@@ -181,3 +181,25 @@ def test_a_key_keeps_one_layout():
             tally.inc(counter)  # a second layout for the same key would not add up
 
     _in_threads(1, other_thread)
+
+
+def test_retired_rows_leave_every_thread_and_lose_no_update():
+    tally, counter, other = Tally(), Value(), Value()
+    _in_threads(3, lambda: [tally.inc(counter) for _ in range(100)])
+    tally.inc(other)
+    tally.retire([counter])
+    assert tally.recorded() == [other] and tally.retiring()
+    # An update after its row left this thread's table makes a new row; the retired rows are
+    # still flushed until the next retire takes their last sum and drops them.
+    tally.inc(counter, 5)
+    tally.flush()
+    assert counter.total == 305
+    tally.retire([])
+    assert not tally.retiring() and set(tally.recorded()) == {counter, other}
+    tally.flush()
+    assert counter.total == 305 and other.total == 1
+    tally.retire([counter, other])
+    tally.retire([])
+    assert tally.recorded() == [] and not tally.retiring()
+    tally.flush()
+    assert counter.total == 305 and other.total == 1
