@@ -11,8 +11,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from observability.exposition import render
 from observability.metrics import Instruments
@@ -124,3 +127,43 @@ def test_in_multiprocess_mode_the_children_go_and_come_back_with_their_values(
     assert out["v0_requests"] == 2.0
     assert out["v0_calls"] == 3.0
     assert out["v0_instances"] == 7.0
+
+
+@pytest.mark.slow
+def test_a_live_server_counts_every_request_of_versions_unloaded_and_loaded_again(
+        tmp_path: Path, live_server: Any) -> None:
+    """`app.py serve` (gunicorn, multiprocess metrics) with room for one loaded version: every
+    request of four versions in turn reloads one, and between rounds the ticks forget the
+    unloaded ones' metrics; /metrics counts each request exactly, round after round."""
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.kit.modelkit import bootstrap_file, sklearn_model
+
+    names = ["a", "b", "c", "d"]
+    for i, name in enumerate(names):
+        sklearn_model(tmp_path / "models" / name, seed=i)
+    config = bootstrap_file(tmp_path / "mlemu.yaml", {name: {"versions": {"v1": {
+        "deploymentUri": str(tmp_path / "models" / name), "framework": "SCIKIT_LEARN"}}}
+        for name in names})
+    server = live_server(config, env={"MLEMU_MAX_LOADED_VERSIONS": "1"})
+    with requests.Session() as http:
+        for round_ in range(1, 4):
+            for name in names:
+                r = http.post(f"{server.url}/v1/projects/p/models/{name}/versions/v1:predict",
+                              json={"instances": [[0.5, -1.0, 2.0, 0.1]]}, timeout=120)
+                assert r.status_code == 200, r.text
+            # Waiting lets the ticks (every 2 s) forget the unloaded versions between rounds;
+            # the counts must be exact whether or not they did.
+            time.sleep(5)
+            text = http.get(f"{server.url}/metrics", timeout=60).text
+            counts: dict[tuple[str, str], float] = {}
+            for family in text_string_to_metric_families(text):
+                for s in family.samples:
+                    if s.name in ("mlemu_requests_total",  # not /metrics' own (model "")
+                                  "mlemu_model_call_duration_seconds_count") and s.labels["model"]:
+                        key = (s.name, s.labels["model"])
+                        counts[key] = counts.get(key, 0.0) + s.value
+            assert counts == {(metric, name): float(round_) for name in names for metric in
+                              ("mlemu_requests_total", "mlemu_model_call_duration_seconds_count")}
+    assert "Traceback" not in server.output()
