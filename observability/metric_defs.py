@@ -9,7 +9,6 @@ label child frees (metric_values.py).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
@@ -104,10 +103,11 @@ class Metrics:
         self.request_log_dropped = Counter("mlemu_request_log_dropped", "Request-response log "
                                            "rows dropped, by reason (queue_full, write_error).",
                                            ("reason",), registry=r)
-        self._per_version = (self.requests, self.request_seconds, self.model_call_seconds,
-                             self.instances, self.batch_requests, self.batch_instances,
-                             self.batch_wait, self.models_loaded, self.evictions,
-                             self.load_seconds, self.load_failures)
+        #: Labelled by model and version only; and by them among others (the requests').
+        self.by_version = (self.model_call_seconds, self.instances, self.batch_requests,
+                           self.batch_instances, self.batch_wait, self.models_loaded,
+                           self.evictions, self.load_seconds, self.load_failures)
+        self.with_version = (self.requests, self.request_seconds)
         if multiprocess():
             self.process = {name: Gauge(name, text, multiprocess_mode="liveall", registry=r)
                             for name, text in _PROCESS.items()}
@@ -115,7 +115,3 @@ class Metrics:
             self.process = {}
             ProcessCollector(registry=r)
 
-
-    def per_version(self) -> tuple[Any, ...]:
-        """The metrics labelled by model and version."""
-        return self._per_version

@@ -185,8 +185,10 @@ class Instruments:
             keys += [key for key in self.tally.recorded() if key not in live]
             self.tally.retire(keys)
             if multiprocess():
-                for metric in self.metrics.per_version():
-                    for model, version in gone:
+                for model, version in gone:
+                    for metric in self.metrics.by_version:
+                        metric.remove(model, version)
+                    for metric in self.metrics.with_version:
                         metric.remove_by_labels({"model": model, "version": version})
         return sorted(gone)
 
