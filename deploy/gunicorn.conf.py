@@ -170,7 +170,10 @@ _board = ConnectionBoard(slots=max(64, 4 * workers))
 
 
 def pre_fork(server: Any, worker: Any) -> None:
-    """Give the worker about to be forked a slot on the connection board."""
+    """Give the worker about to be forked a slot on the connection board, unless the board is
+    switched off (MLEMU_WORKER_OFF=board: the worker then accepts as gthread does)."""
+    if "board" in _settings.worker_off:
+        return
     taken = {slot for w in server.WORKERS.values()
              if (slot := getattr(w, "mlemu_slot", None)) is not None}
     worker.mlemu_board = _board
