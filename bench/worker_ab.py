@@ -93,7 +93,7 @@ def one_pair(bench: Bench, optimization: str) -> dict[str, Any]:
                         "" if optimization == CONTROL else optimization)
     runs, seconds, warmup = schedule(bench.plan)
     procs: dict[str, Any] = {}
-    out: dict[str, Any] = {"load_average": [os.getloadavg()[0]]}
+    out: dict[str, Any] = {"load_average": [round(os.getloadavg()[0], 2)]}
     try:
         for server in (on, off):
             procs[server.name] = bench.start(server, (MODEL,), "worker-ab")[0]
@@ -109,7 +109,7 @@ def one_pair(bench: Bench, optimization: str) -> dict[str, Any]:
     finally:
         for proc in procs.values():
             measure.stop(proc)
-    out["load_average"].append(os.getloadavg()[0])
+    out["load_average"].append(round(os.getloadavg()[0], 2))
     return out
 
 
