@@ -4,14 +4,16 @@ process. Prints {framework: {first_s, reload_s, ...}} as JSON (`summary` says wh
 
 Usage: python -m bench.reloads SPEC.json (SPEC: {"dirs": {name: dir}, "kinds": {name: kind},
 "sources": {name: template dir}, "cap_mib": N}; the layout's versions fill a Deployments with
-that byte cap, and the timed versions are fresh copies of each framework's templates).
+that byte cap, and the timed versions are fresh copies of one template per framework).
 
 How (bench/notes/thousand.md, "Reload against first load, resolved"): single loads of a few
 milliseconds on a shared machine swing by more than the 10 % judged, so the timed loads come in
 pairs, many of them, and each pair times a first load and a reload next to each other so that
-drift over the run falls on both alike. Versions are timed in rounds of BATCH slots per
-framework: round r first-loads new copies, and in the same slot reloads the copy round r - 1
-first-loaded (the same template, so the pair does the same model work), which the layout's
+drift over the run falls on both alike. Every timed version of a framework is a copy of one of
+its templates, the middle one by size, so that all its samples do the same model work: the
+median of a mix of sizes falls inside whichever size is in the middle, with a fraction of the
+samples. Versions are timed in rounds of BATCH slots per framework: round r first-loads new
+copies, and in the same slot reloads the copy round r - 1 first-loaded, which the layout's
 versions loaded between the rounds pushed out under the cap. Which of a pair runs first
 alternates. Every timed load starts from the same state: the cap full (each load evicts), after
 a garbage collection and a malloc_trim, and its victims kept referenced until the clock stops
@@ -36,9 +38,9 @@ from typing import Any
 from bench.servers import framework
 
 #: Pairs (first load, reload) timed per framework.
-SAMPLES = 40
+SAMPLES = 80
 #: Pairs per framework per round: what one push-out of the cap (hundreds of loads) serves.
-BATCH = 10
+BATCH = 20
 
 
 @dataclass(frozen=True)
@@ -81,18 +83,18 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 
 def summary(first: list[float], again: list[float]) -> dict[str, Any]:
     """One framework's figures from its pairs (first[i] and again[i] timed together): medians
-    and interquartile ranges of first loads and reloads (seconds; the ranges span the templates'
-    sizes too), the ratio of the medians (what bench/targets.py judges), and the median and
-    interquartile range of the pairs' own ratios (the spread that is the measurement's noise)."""
+    and interquartile ranges (third quartile - first) of first loads and reloads (seconds), the
+    ratio of the medians (what bench/targets.py judges), and the median and quartiles of the
+    pairs' own ratios (their spread is the measurement's noise)."""
     if len(first) != len(again) or not first:
         raise ValueError("summary needs the same number (> 0) of first loads and reloads")
     ratios = [b / a for a, b in zip(first, again, strict=True) if a]
     f1, f, f3 = quartiles(first)
     r1, r, r3 = quartiles(again)
-    return {"first_s": f, "reload_s": r, "first_iqr_s": [f1, f3], "reload_iqr_s": [r1, r3],
+    return {"first_s": f, "reload_s": r, "first_iqr_s": f3 - f1, "reload_iqr_s": r3 - r1,
             "ratio": r / f if f else None,
             "paired_ratio": statistics.median(ratios) if ratios else None,
-            "paired_ratio_iqr": [quartiles(ratios)[0], quartiles(ratios)[2]] if ratios else None,
+            "paired_ratio_quartiles": [quartiles(ratios)[0], quartiles(ratios)[2]] if ratios else None,
             "samples": len(first)}
 
 
@@ -104,11 +106,10 @@ def main(spec_file: str) -> None:
 
     spec = json.loads(Path(spec_file).read_text())
     dirs, kinds, sources = spec["dirs"], spec["kinds"], spec["sources"]
-    templates: dict[str, list[str]] = {}
-    for name in sorted(dirs):  # each kind's templates, in the layout's order
-        pool = templates.setdefault(kinds[name], [])
-        if sources[name] not in pool:
-            pool.append(sources[name])
+    pools: dict[str, set[str]] = {}
+    for name in dirs:
+        pools.setdefault(kinds[name], set()).add(sources[name])
+    templates = {kind: _middle(pool) for kind, pool in pools.items()}
 
     def version(name: str, uri: str) -> Version:
         return Version(name=f"projects/bench/models/{name}/versions/v1", deployment_uri=uri,
@@ -118,8 +119,7 @@ def main(spec_file: str) -> None:
         def copy(kind: str, r: int | str, slot: int) -> Version:
             target = Path(tmp) / f"{kind}-{r}-{slot}"
             if not target.exists():
-                pool = templates[kind]
-                shutil.copytree(pool[slot % len(pool)], target)
+                shutil.copytree(templates[kind], target)
             return version(target.name, str(target))
 
         d = Deployments(Path(tmp) / "packages", max_bytes=spec["cap_mib"] << 20)
@@ -150,6 +150,14 @@ def main(spec_file: str) -> None:
                 measured = measured and _push_out(d, news, fillers, len(layout))
         out = {k: summary(first[k], again[k]) for k in sorted(first)} if measured else {}
     print(json.dumps(out))
+
+
+def _middle(paths: Iterable[str]) -> str:
+    """The middle of `paths` by size on disk (the larger of two middles)."""
+    from registry import footprint
+
+    ordered = sorted(paths, key=lambda p: (footprint.disk_size(p), p))
+    return ordered[len(ordered) // 2]
 
 
 def _push_out(d: Any, versions: list[Any], fillers: Iterable[Any], layout_size: int) -> bool:

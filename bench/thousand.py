@@ -198,9 +198,9 @@ def report_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], fl
             if v is not None:
                 rows.append((f"thousand: {kind} {what} CPU ms (median)", False,
                              {"mlemu": v * 1e3}, None))
-            if spread is not None:  # its samples' interquartile range (bench/reloads.py)
+            if spread is not None:  # its samples' third quartile - first (bench/reloads.py)
                 rows.append((f"thousand: {kind} {what} CPU ms, interquartile range", False,
-                             {"mlemu": (spread[1] - spread[0]) * 1e3}, None))
+                             {"mlemu": spread * 1e3}, None))
     for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
                          ("models.list p50 ms", t.get("models_list_p50_ms"))):
         if value is not None:

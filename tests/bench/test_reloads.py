@@ -23,7 +23,7 @@ def test_plan_pairs_each_reload_with_a_first_load_of_the_same_slot_next_to_it() 
         for pair in pairs:
             new, old = sorted(pair, key=lambda s: s.reload)
             assert not new.reload and old.reload and new.counted and old.counted
-            assert new.kind == old.kind and new.slot == old.slot  # the same template: same work
+            assert new.kind == old.kind and new.slot == old.slot
             assert (new.round, old.round) == (r, r - 1)
             assert (old.kind, old.round, old.slot) in first_loaded  # loaded a round before
         first_loaded |= {(s.kind, s.round, s.slot) for s in steps if not s.reload}
@@ -50,15 +50,15 @@ def test_summary_medians_quartiles_and_ratios() -> None:
     again = [1.1, 2.2, 3.3, 4.4, 5.5]
     s = reloads.summary(first, again)
     assert s["first_s"] == 3.0 and s["reload_s"] == pytest.approx(3.3)
-    assert s["first_iqr_s"] == [2.0, 4.0]
-    assert s["reload_iqr_s"] == pytest.approx([2.2, 4.4])
+    assert s["first_iqr_s"] == 2.0
+    assert s["reload_iqr_s"] == pytest.approx(2.2)
     assert s["ratio"] == pytest.approx(1.1)
     assert s["paired_ratio"] == pytest.approx(1.1)
-    assert s["paired_ratio_iqr"] == pytest.approx([1.1, 1.1])
+    assert s["paired_ratio_quartiles"] == pytest.approx([1.1, 1.1])
     assert s["samples"] == 5
     # The ratio of medians and the median of pair ratios differ when pairs disagree.
     s = reloads.summary([1.0, 1.0, 4.0], [2.0, 0.5, 4.0])
-    assert s["ratio"] == 2.0 and s["paired_ratio"] == 1.0 and s["paired_ratio_iqr"] == [0.75, 1.5]
+    assert s["ratio"] == 2.0 and s["paired_ratio"] == 1.0 and s["paired_ratio_quartiles"] == [0.75, 1.5]
     with pytest.raises(ValueError):
         reloads.summary([1.0], [1.0, 2.0])
 
@@ -97,3 +97,17 @@ def test_a_layout_that_fits_under_the_cap_is_not_measured(
     monkeypatch.setattr(reloads, "BATCH", 2)
     reloads.main(str(_spec(tmp_path, cap_mib=100)))  # nothing is ever pushed out: no reload
     assert json.loads(capsys.readouterr().out) == {}
+
+
+def test_thousand_reports_each_frameworks_medians_and_spreads() -> None:
+    from bench import thousand
+
+    t = {"versions": 1000, "reload": {"xgb": reloads.summary([0.004, 0.005, 0.008],
+                                                             [0.0045, 0.005, 0.007])}}
+    rows = {label: values["mlemu"] for label, _, values, _ in thousand.report_rows(t)}
+    assert rows["thousand: xgb first load CPU ms (median)"] == pytest.approx(5.0)
+    assert rows["thousand: xgb reload after eviction CPU ms (median)"] == pytest.approx(5.0)
+    assert rows["thousand: xgb first load CPU ms, interquartile range"] == pytest.approx(2.0)
+    assert rows["thousand: xgb reload after eviction CPU ms, interquartile range"] == \
+        pytest.approx(1.25)
+    assert not any("forest" in label for label in rows)  # not measured: no row
