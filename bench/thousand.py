@@ -20,7 +20,7 @@ turn: the worst case for least-recently-used, every request reloads; shown, not 
 evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of `capped` 5 s
 after its load - PSS of `frameworks` 5 s after its load) / workers: what the cap bounds, without the
 frameworks' code. And, in a separate process with each framework imported first, the first load
-against the reload after eviction of versions of each framework (CPU time).
+against the reload after eviction, per framework, in interleaved pairs (CPU time; bench/reloads.py).
 """
 
 from __future__ import annotations
