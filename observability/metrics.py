@@ -164,11 +164,25 @@ class VersionInstruments:
         self._call = Pair(self.call_seconds, LATENCY_BOUNDS, self.instances, COUNT_BOUNDS)
 
     def model_call(self, seconds: float, instances: Any) -> None:
+        """A model call timed by a wrapper that cannot tell whether it runs merged
+        (observability/instrument.py around custom code; dataplane/vertex.py): the merging flag
+        says which of `call_merged` and `call_alone` it is (their bodies, inline)."""
         if self._merging.on:  # each merged request's instances were counted by merged_call
             self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
         else:  # a list's length without a call to _rows: the most frequent instances
             self.tally.observe_pair(self._call, seconds, len(instances)
                                     if type(instances) is list else _rows(instances))
+
+    def call_alone(self, seconds: float, instances: Any) -> None:
+        """A model call batching ran for one request alone (it knows; no flag to read): its
+        latency and its instances, in one row."""
+        self.tally.observe_pair(self._call, seconds, len(instances)
+                                if type(instances) is list else _rows(instances))
+
+    def call_merged(self, seconds: float, instances: Any) -> None:
+        """The model call of a merged batch: its latency only (each merged request's
+        instances were counted by merged_call)."""
+        self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
 
     @contextmanager
     def merged_call(self, sizes: list[int]) -> Iterator[None]:

@@ -56,6 +56,34 @@ def test_a_model_call_records_its_latency_and_instances_once() -> None:
     assert sample(instruments, "mlemu_batch_merged_requests_sum", **labels) == 2
 
 
+def test_batching_s_own_call_reports_record_what_a_wrapper_s_model_call_records() -> None:
+    """call_alone and call_merged (adaptive batching times built-in frameworks' calls and knows
+    which each is) record exactly what model_call records outside and inside a merge."""
+    def figures(record: Any) -> list[float]:
+        instruments = Instruments()
+        record(instruments.version(VERSION))
+        labels = {"model": "iris", "version": "v1"}
+        return [sample(instruments, f"mlemu_{name}", **labels, **extra) for name, extra in (
+            ("model_call_duration_seconds_count", {}), ("model_call_duration_seconds_sum", {}),
+            ("model_call_duration_seconds_bucket", {"le": "0.0005"}),
+            ("instances_per_request_count", {}), ("instances_per_request_sum", {}),
+            ("instances_per_request_bucket", {"le": "1.0"}), ("batch_merged_requests_sum", {}))]
+
+    def by_flag(version: metrics.VersionInstruments) -> None:
+        version.model_call(0.003, [[1.0], [2.0], [3.0]])
+        version.model_call(0.0004, {"x": [[1.0]]})
+        with version.merged_call([2, 1]):
+            version.model_call(0.02, [[1.0], [2.0], [3.0]])
+
+    def told(version: metrics.VersionInstruments) -> None:
+        version.call_alone(0.003, [[1.0], [2.0], [3.0]])
+        version.call_alone(0.0004, {"x": [[1.0]]})
+        with version.merged_call([2, 1]):
+            version.call_merged(0.02, [[1.0], [2.0], [3.0]])
+
+    assert figures(told) == figures(by_flag) == pytest.approx([3, 0.0234, 1, 4, 7, 2, 2])
+
+
 def test_request_children_are_cached_per_label_tuple_with_their_labels() -> None:
     instruments = Instruments()
     key = ("grpc", "v2", "infer", "iris", "v1", "0")
