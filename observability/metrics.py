@@ -11,8 +11,8 @@ registry (`Instruments.registry`), with the standard process collector.
 Label values are bounded: model and version labels come from the registry (a request naming an
 unknown model is recorded with empty model and version), protocol and method from fixed sets
 (http.py, grpc.py). The hot path records through a `Tally` (tally.py): a dict lookup and a few
-list updates per event, no lock; a request's count and latency share one row, and so do a model
-call's latency and instances.
+list updates per event, no lock; a request's count and latency share one row (keyed by its
+label tuple), and so do a model call's latency and instances.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -213,6 +213,11 @@ class Instruments:
         self._merging = _Merging()
         self._versions: dict[str, VersionInstruments] = {}
         self._requests: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        #: `request(labels, seconds)`: one request served, its labels (transport, protocol,
+        #: method, model, version, code) and latency; its count and latency are one event,
+        #: recorded in one tally row keyed by the label tuple (Tally.counted).
+        self.request: Callable[[tuple[str, ...], float], None] = self.tally.counted(
+            self.request_children, LATENCY_BOUNDS)
         self._process = ProcessCollector(registry=None)
         self._process_lock = threading.Lock()
         self._process_read = 0.0
@@ -224,22 +229,17 @@ class Instruments:
                 self.metrics, self.tally, self._merging, *short_names(version_name)))
         return found
 
-    def request(self, transport: str, protocol: str, method: str, model: str, version: str,
-                code: str, seconds: float) -> None:
-        key = (transport, protocol, method, model, version, code)
-        children = self._requests.get(key)
-        if children is None:
-            children = self.request_children(key)
-        # The request's count (by code) and its latency are one event: one tally row.
-        self.tally.observe_counted(children[0], children[1], LATENCY_BOUNDS, seconds)
-
     def request_children(self, key: tuple[str, ...]) -> tuple[Any, Any]:
-        """The request counter's and latency histogram's children of a label tuple, cached:
-        prometheus_client's `labels()` validates and joins the values under a lock on every
-        call. The cache is bounded (REQUEST_CHILDREN label tuples, then it starts over): label
-        values are bounded by the registry, but deleted versions' tuples must not pile up.
-        Starting over costs nothing but lookups: `labels()` gives the same child objects
-        again, so the tally's rows (keyed by them) go on."""
+        """The request counter's and latency histogram's children of a label tuple (transport,
+        protocol, method, model, version, code), cached: prometheus_client's `labels()`
+        validates and joins the values under a lock on every call. Asked by `request` only the
+        first time a thread records a tuple. The cache is bounded (REQUEST_CHILDREN label
+        tuples, then it starts over): label values are bounded by the registry, but deleted
+        versions' tuples must not pile up. Starting over costs nothing but lookups: `labels()`
+        gives the same child objects again, so their values go on."""
+        found = self._requests.get(key)
+        if found is not None:
+            return found
         if len(self._requests) >= REQUEST_CHILDREN:
             self._requests.clear()
         return self._requests.setdefault(key, (

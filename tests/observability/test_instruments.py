@@ -26,7 +26,7 @@ def labels_of(child: Any) -> dict[str, str]:
 def test_requests_are_counted_once_each_with_their_code_and_latency() -> None:
     instruments = Instruments()
     for code, seconds in (("200", 0.002), ("200", 0.2), ("400", 0.002)):
-        instruments.request("http", "aiplatform", "predict", "iris", "v1", code, seconds)
+        instruments.request(("http", "aiplatform", "predict", "iris", "v1", code), seconds)
     request = {"transport": "http", "protocol": "aiplatform", "method": "predict",
                "model": "iris", "version": "v1"}
     assert sample(instruments, "mlemu_requests_total", **request, code="200") == 2
@@ -102,9 +102,9 @@ def test_the_request_cache_is_bounded_and_counts_go_on_when_it_starts_over(
     monkeypatch.setattr(metrics, "REQUEST_CHILDREN", 3)
     instruments = Instruments()
     for version in ("v1", "v2", "v3", "v4", "v5", "v1"):
-        instruments.request("http", "aiplatform", "predict", "iris", version, "200", 0.001)
+        instruments.request(("http", "aiplatform", "predict", "iris", version, "200"), 0.001)
         assert len(instruments._requests) <= 3
-    instruments.request("http", "aiplatform", "predict", "iris", "v1", "200", 0.001)
+    instruments.request(("http", "aiplatform", "predict", "iris", "v1", "200"), 0.001)
     assert sample(instruments, "mlemu_requests_total", transport="http", protocol="aiplatform",
                   method="predict", model="iris", version="v1", code="200") == 3
     assert sample(instruments, "mlemu_requests_total", transport="http", protocol="aiplatform",

@@ -129,16 +129,25 @@ def test_the_background_flush_is_paced_by_its_cost():
 
 
 def test_a_counted_histogram_row_counts_each_observation_once():
-    """observe_counted: one row per thread holds the histogram and its counter; the counter's
-    value is the number of observations, whichever threads made them."""
+    """counted: one row per thread and key holds the histogram and its counter; the counter's
+    value is the number of observations, whichever threads made them; each thread asks for the
+    key's children once."""
     tally, counter, histogram = Tally(), Value(), Histogram()
+    asked: list[str] = []
+
+    def resolve(key: str) -> tuple[Value, Histogram]:
+        asked.append(key)
+        return counter, histogram
+
+    record = tally.counted(resolve, BOUNDS)
 
     def work() -> None:
         for i in range(300):
-            tally.observe_counted(counter, histogram, BOUNDS, (0.05, 0.5, 5.0)[i % 3])
+            record("ok", (0.05, 0.5, 5.0)[i % 3])
 
     _in_threads(3, work)
     tally.flush()
+    assert asked == ["ok"] * 3
     assert (counter.calls, counter.total) == (1, 900)
     assert [b.total for b in histogram._buckets] == [300, 300, 300]
     assert abs(histogram._sum.total - 300 * (0.05 + 0.5 + 5.0)) < 1e-6
@@ -149,9 +158,10 @@ def test_a_counted_histogram_row_counts_each_observation_once():
 def test_two_counters_may_share_one_histogram():
     """A request's latency histogram has no status label: its rows by status add into it."""
     tally, ok, failed, histogram = Tally(), Value(), Value(), Histogram()
-    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
-    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
-    tally.observe_counted(failed, histogram, BOUNDS, 5.0)
+    record = tally.counted(lambda code: (ok if code == "200" else failed, histogram), BOUNDS)
+    record("200", 0.5)
+    record("200", 0.5)
+    record("500", 5.0)
     tally.flush()
     assert (ok.total, failed.total) == (2, 1)
     assert [b.total for b in histogram._buckets] == [0, 2, 1]
@@ -174,7 +184,7 @@ def test_a_pair_row_feeds_both_histograms_and_adds_up_with_their_own_rows():
 
 def test_a_key_keeps_one_layout():
     tally, counter, histogram = Tally(), Value(), Histogram()
-    tally.observe_counted(counter, histogram, BOUNDS, 0.5)
+    tally.counted(lambda key: (counter, histogram), BOUNDS)(counter, 0.5)
 
     def other_thread() -> None:
         with pytest.raises(ValueError, match="one way only"):
