@@ -162,6 +162,8 @@ class VersionInstruments:
         self.evictions = metrics.evictions.labels(*labels)
         #: A model call's latency and its instances, recorded in one row (outside a merge).
         self._call = Pair(self.call_seconds, LATENCY_BOUNDS, self.instances, COUNT_BOUNDS)
+        #: `waited(seconds)`: a request's wait in batching's queue (one call per request).
+        self.waited: Callable[[float], None] = tally.recorder(self.batch_wait, LATENCY_BOUNDS)
 
     def model_call(self, seconds: float, instances: Any) -> None:
         """A model call timed by a wrapper that cannot tell whether it runs merged
@@ -190,16 +192,12 @@ class VersionInstruments:
         tally = self.tally
         tally.observe(self.batch_requests, BATCH_BOUNDS, len(sizes))
         tally.observe(self.batch_instances, COUNT_BOUNDS, sum(sizes))
-        for size in sizes:
-            tally.observe(self.instances, COUNT_BOUNDS, size)
+        tally.observe_each(self.instances, COUNT_BOUNDS, sizes)
         self._merging.on = True
         try:
             yield
         finally:
             self._merging.on = False
-
-    def waited(self, seconds: float) -> None:
-        self.tally.observe(self.batch_wait, LATENCY_BOUNDS, seconds)
 
 
 class Instruments:

@@ -38,7 +38,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 #: The key a `counted` recorder's events are recorded by (a request's label tuple).
@@ -119,6 +119,34 @@ class Tally:
         row[0] += value
         row[1 + bisect_left(bounds, value)] += 1
         row[-1] += 1
+
+    def observe_each(self, child: Any, bounds: tuple[float, ...], values: Iterable[float]) -> None:
+        """Each of `values` observed in `child`: one row lookup for them all (a merged model
+        call's requests, each with its own instances)."""
+        try:
+            row = self._local.rows[child]
+        except (AttributeError, KeyError):
+            row = self._row(child, ((child, bounds),))
+        for value in values:
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+    def recorder(self, child: Any, bounds: tuple[float, ...]) -> Callable[[float], None]:
+        """`observe(child, bounds, value)` as a function of `value` alone, for a child recorded
+        once per request (batching's queue wait): one call per event, not two."""
+        local, make = self._local, self._row
+
+        def record(value: float) -> None:
+            try:
+                row = local.rows[child]
+            except (AttributeError, KeyError):
+                row = make(child, ((child, bounds),))
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+        return record
 
     def counted(self, resolve: Callable[[K], tuple[Any, Any]],
                 bounds: tuple[float, ...]) -> Callable[[K, float], None]:

@@ -84,6 +84,19 @@ def test_batching_s_own_call_reports_record_what_a_wrapper_s_model_call_records(
     assert figures(told) == figures(by_flag) == pytest.approx([3, 0.0234, 1, 4, 7, 2, 2])
 
 
+def test_each_queued_request_s_wait_is_observed_once() -> None:
+    instruments = Instruments()
+    version = instruments.version(VERSION)
+    for seconds in (0.002, 0.002, 0.3):
+        version.waited(seconds)
+    labels = {"model": "iris", "version": "v1"}
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_count", **labels) == 3
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_bucket", **labels,
+                  le="0.0025") == 2
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_sum", **labels) == \
+        pytest.approx(0.304)
+
+
 def test_request_children_are_cached_per_label_tuple_with_their_labels() -> None:
     instruments = Instruments()
     key = ("grpc", "v2", "infer", "iris", "v1", "0")

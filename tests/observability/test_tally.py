@@ -182,6 +182,22 @@ def test_a_pair_row_feeds_both_histograms_and_adds_up_with_their_own_rows():
     assert rows._sum.total == 12
 
 
+def test_observe_each_and_a_recorder_feed_a_child_as_observe_does():
+    """observe_each (a merged call's requests' instances, one lookup) and a child's recorder
+    (one call per event) add to the same row `observe` adds to, value by value."""
+    seen, told = Histogram(), Histogram()
+    tally = Tally()
+    for value in (0.05, 0.5, 5.0, 0.5):
+        tally.observe(seen, BOUNDS, value)
+    tally.observe_each(told, BOUNDS, [0.05, 0.5])
+    record = tally.recorder(told, BOUNDS)
+    _in_threads(1, lambda: record(5.0))  # another thread's row of the same child
+    record(0.5)
+    tally.flush()
+    assert [b.total for b in told._buckets] == [b.total for b in seen._buckets] == [1, 2, 1]
+    assert told._sum.total == seen._sum.total == pytest.approx(6.05)
+
+
 def test_a_key_keeps_one_layout():
     tally, counter, histogram = Tally(), Value(), Histogram()
     tally.counted(lambda key: (counter, histogram), BOUNDS)(counter, 0.5)
