@@ -20,7 +20,7 @@ turn: the worst case for least-recently-used, every request reloads; shown, not 
 evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of `capped` 5 s
 after its load - PSS of `frameworks` 5 s after its load) / workers: what the cap bounds, without the
 frameworks' code. And, in a separate process with each framework imported first, the first load
-against the reload after eviction of versions of each framework (CPU time).
+against the reload after eviction, per framework, in interleaved pairs (CPU time; bench/reloads.py).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def run(bench: Bench) -> dict[str, Any]:
     out["workers"] = workers
     out["models_pss_per_worker_mib"] = (out["capped"]["memory_settled"]["pss_mib"]
                                         - out["frameworks"]["memory_settled"]["pss_mib"]) / workers
-    out["reload"] = _reloads(dirs, kinds, cap_mib)
+    out["reload"] = _reloads(dirs, kinds, sources, cap_mib)
     bench.log(f"thousand: models' PSS per worker {out['models_pss_per_worker_mib']:.0f} MiB "
               f"(cap {cap_mib}), models.list p50 {out['models_list_p50_ms']:.2f} ms, "
               f"reload/first {json.dumps(out['reload'])}")
@@ -192,12 +192,15 @@ def report_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], fl
                 rows.append((f"thousand ({title}) {label}", "requests/s" in label,
                              {"mlemu": v * scale}, None))
     for kind in ("logreg", "forest", "xgb", "tf"):
-        for key in ("first_s", "reload_s"):
-            v = get(t, "reload", kind, key)
+        for key in ("first", "reload"):
+            v, spread = get(t, "reload", kind, f"{key}_s"), get(t, "reload", kind, f"{key}_iqr_s")
+            what = "first load" if key == "first" else "reload after eviction"
             if v is not None:
-                what = "first load" if key == "first_s" else "reload after eviction"
-                rows.append((f"thousand: {kind} {what} CPU ms", False,
+                rows.append((f"thousand: {kind} {what} CPU ms (median)", False,
                              {"mlemu": v * 1e3}, None))
+            if spread is not None:  # its samples' third quartile - first (bench/reloads.py)
+                rows.append((f"thousand: {kind} {what} CPU ms, interquartile range", False,
+                             {"mlemu": spread * 1e3}, None))
     for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
                          ("models.list p50 ms", t.get("models_list_p50_ms"))):
         if value is not None:
@@ -282,9 +285,12 @@ class _Settled(many._Layout):
                    if line.startswith((name + "{", name + " ")))
 
 
-def _reloads(dirs: dict[str, Path], kinds: dict[str, str], cap_mib: int) -> dict[str, Any]:
-    """First load and reload after eviction, per framework, in a fresh process (CPU time)."""
-    spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds, "cap_mib": cap_mib}
+def _reloads(dirs: dict[str, Path], kinds: dict[str, str], sources: dict[str, Path],
+             cap_mib: int) -> dict[str, Any]:
+    """First load and reload after eviction, per framework, in a fresh process (CPU time;
+    bench/reloads.py times copies of the templates, in pairs)."""
+    spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds,
+            "sources": {n: str(d) for n, d in sources.items()}, "cap_mib": cap_mib}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     done = subprocess.run([sys.executable, "-m", "bench.reloads", f.name], cwd=ROOT,

@@ -13,8 +13,8 @@ bound, and `_sum`; tests/observability/test_metrics_live.py checks the result).
 
 Values always recorded together share a row, so the hot path looks one row up per event, not
 one per value: a request's counter (by status code) and its latency histogram
-(`observe_counted`: the counter's value is the row's number of updates), a model call's latency
-and instances histograms (`observe_pair`). Each row lookup goes through a thread-local and a
+(`counted`: the counter's value is the row's number of updates), a model call's latency and
+instances histograms (`observe_pair`). Each row lookup goes through a thread-local and a
 dict, and between two requests the model's own work evicts them from the CPU's caches, so
 fewer lookups per request cost measurably less (bench/notes/metrics-cost.md).
 
@@ -39,11 +39,13 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
-#: What one row holds: each child with its histogram's upper bounds (None: a counter's value).
-Parts = tuple[tuple[Any, "tuple[float, ...] | None"], ...]
+from observability.tally_rows import Child, Pair, Parts, Rows, layout
+
+#: The key a `counted` recorder's events are recorded by (a request's label tuple).
+K = TypeVar("K", bound=Hashable)
 
 
 def bounds(buckets: tuple[float, ...]) -> tuple[float, ...]:
@@ -71,11 +73,11 @@ class Tally:
         self._pause = pause
         self._local = threading.local()
         #: Every child recorded to, with every thread's row of it; added to under the lock only.
-        self._children: dict[Any, _Child] = {}
+        self._children: dict[Any, Child] = {}
         #: Every thread's rows by key (so `retire` can take a key out of all of them).
-        self._tables: weakref.WeakSet[_Rows] = weakref.WeakSet()
+        self._tables: weakref.WeakSet[Rows] = weakref.WeakSet()
         #: Entries `retire` took out of the threads' tables, flushed a last time by the next one.
-        self._retiring: list[_Child] = []
+        self._retiring: list[Child] = []
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
 
@@ -85,7 +87,7 @@ class Tally:
         try:
             rows = self._local.rows
         except AttributeError:
-            rows = self._local.rows = _Rows()
+            rows = self._local.rows = Rows()
             with self._lock:
                 self._tables.add(rows)
         row = rows.get(key)
@@ -95,9 +97,13 @@ class Tally:
             with self._lock:
                 entry = self._children.get(key)
                 if entry is None:
-                    entry = self._children[key] = _Child(parts, counts, size)
-                elif entry.parts != parts or entry.counts is not counts:
-                    # Each thread's rows of one key must add up: one layout per key.
+                    entry = self._children[key] = Child(parts, counts, size)
+                elif (layout(entry.parts) != layout(parts)
+                      or (entry.counts is None) != (counts is None)):
+                    # Each thread's rows of one key must add up: one layout per key. The same
+                    # layout over other children of the same series is one way: a request's
+                    # children made again after Instruments.forget removed them (multiprocess
+                    # values of one series agree, metric_values.py); the row joins the entry.
                     raise ValueError("a tally key is recorded to one way only")
                 entry.rows.append(row)
                 if self._flusher is None:
@@ -125,19 +131,56 @@ class Tally:
         row[1 + bisect_left(bounds, value)] += 1
         row[-1] += 1
 
-    def observe_counted(self, counter: Any, histogram: Any, bounds: tuple[float, ...],
-                        value: float) -> None:
-        """`value` observed in `histogram` and one added to `counter`: one event both count (a
-        request: its latency, and its count with its status code). One row holds both (keyed
-        by `counter`, which is recorded to this way only): the counter's value is the row's
-        number of updates, so this costs what one `observe` does."""
+    def observe_each(self, child: Any, bounds: tuple[float, ...], values: Iterable[float]) -> None:
+        """Each of `values` observed in `child`: one row lookup for them all (a merged model
+        call's requests, each with its own instances)."""
         try:
-            row = self._local.rows[counter]
+            row = self._local.rows[child]
         except (AttributeError, KeyError):
-            row = self._row(counter, ((histogram, bounds),), counts=counter)
-        row[0] += value
-        row[1 + bisect_left(bounds, value)] += 1
-        row[-1] += 1
+            row = self._row(child, ((child, bounds),))
+        for value in values:
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+    def recorder(self, child: Any, bounds: tuple[float, ...]) -> Callable[[float], None]:
+        """`observe(child, bounds, value)` as a function of `value` alone, for a child recorded
+        once per request (batching's queue wait): one call per event, not two."""
+        local, make = self._local, self._row
+
+        def record(value: float) -> None:
+            try:
+                row = local.rows[child]
+            except (AttributeError, KeyError):
+                row = make(child, ((child, bounds),))
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+        return record
+
+    def counted(self, resolve: Callable[[K], tuple[Any, Any]],
+                bounds: tuple[float, ...]) -> Callable[[K, float], None]:
+        """A recorder of events each observed in a histogram and counted by a counter (a
+        request: its latency, and its count with its status code), called as `record(key,
+        value)`: `key` names the event's labels and `resolve(key)` gives its (counter,
+        histogram) children, asked only the first time a thread records that key. One row per
+        key holds both (the counter's value is the row's number of updates), found with the
+        caller's key itself: one call and one lookup per event, not a lookup of the children
+        and then of their row."""
+        local, make = self._local, self._row
+
+        def record(key: K, value: float) -> None:
+            try:
+                row = local.rows[key]
+            except (AttributeError, KeyError):  # this thread's first use of `key`
+                counter, histogram = resolve(key)
+                row = make(key, ((histogram, bounds),), counts=counter)
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+        return record
 
     def observe_pair(self, pair: Pair, first: float, second: float) -> None:
         """`first` observed in `pair.first` and `second` in `pair.second` (a model call: its
@@ -187,74 +230,6 @@ class Tally:
                 if clock() > slice_end:
                     self._pause(0)  # releases the GIL: a waiting request runs now, not in 5 ms
                     slice_end = clock() + self.SLICE_S
-
-
-class _Rows(dict[Any, list[float]]):
-    """One thread's rows by key: a dict a WeakSet can hold (gone with its thread), each one
-    itself (equal to no other, whatever their contents)."""
-
-    __slots__ = ("__weakref__",)
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return id(self)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-
-class Pair:
-    """Two histogram children always observed together (`Tally.observe_pair`); the key of their
-    rows, so one Pair is made per couple and kept (VersionInstruments holds its own)."""
-
-    __slots__ = ("at", "first", "first_bounds", "parts", "second", "second_bounds")
-
-    def __init__(self, first: Any, first_bounds: tuple[float, ...], second: Any,
-                 second_bounds: tuple[float, ...]) -> None:
-        self.first, self.first_bounds = first, first_bounds
-        self.second, self.second_bounds = second, second_bounds
-        self.parts: Parts = ((first, first_bounds), (second, second_bounds))
-        #: Where the second histogram's sum is in a row (its buckets follow).
-        self.at = len(first_bounds) + 1
-
-
-class _Child:
-    """Every thread's row of one key (its `parts`, see `Tally._row`), and their sum as last
-    written to prometheus_client; `counts`, a counter that counts the row's updates."""
-
-    __slots__ = ("counts", "parts", "rows", "written")
-
-    def __init__(self, parts: Parts, counts: Any, size: int) -> None:
-        self.parts = parts
-        self.counts = counts
-        self.rows: list[list[float]] = []
-        self.written = [0.0] * size
-
-    def flush(self) -> None:
-        rows, written = self.rows, self.written
-        if sum([row[-1] for row in rows]) == written[-1]:  # no update since the last flush
-            return
-        # Each copy is atomic (its owner thread may add more meanwhile); rows only grow, so the
-        # sum of the copies is what to have written so far, and a later update the next flush's.
-        copies = [row[:] for row in rows]
-        now = copies[0] if len(copies) == 1 else [sum(c) for c in zip(*copies, strict=True)]
-        at = 0
-        for child, bounds in self.parts:
-            if bounds is None:
-                child.inc(now[at] - written[at])
-                at += 1
-                continue
-            if now[at] != written[at]:
-                child._sum.inc(now[at] - written[at])
-            for i, bucket in enumerate(child._buckets, at + 1):
-                if now[i] != written[i]:
-                    bucket.inc(now[i] - written[i])
-            at += len(bounds) + 1
-        if self.counts is not None:
-            self.counts.inc(now[-1] - written[-1])
-        self.written = now
 
 
 def _flush(ref: weakref.ref[Tally]) -> bool:

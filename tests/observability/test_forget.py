@@ -29,7 +29,7 @@ NAMES = [f"v{i}" for i in range(8)]
 def serve(d: Deployments, instruments: Instruments, name: str) -> None:
     """One request to `name` as the data plane records it: its model call and its request."""
     assert d.get(version(name)).predict([1, 2]) == [2, 4]
-    instruments.request("http", "ml", "predict", "m", name, "200", 0.01)
+    instruments.request(("http", "ml", "predict", "m", name, "200"), 0.01)
 
 
 def exposed(instruments: Instruments, metric: str, name: str) -> float:
@@ -46,7 +46,7 @@ def held_keys(d: Deployments, instruments: Instruments) -> set[Any]:
     for name in d.loaded():
         vid = name.rsplit("/", 1)[1]
         keys.update(instruments.version(name).keys())
-        keys.add(instruments.request_children(("http", "ml", "predict", "m", vid, "200"))[0])
+        keys.add(("http", "ml", "predict", "m", vid, "200"))  # a request row's key: its labels
     return keys
 
 
