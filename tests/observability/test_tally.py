@@ -229,3 +229,18 @@ def test_retired_rows_leave_every_thread_and_lose_no_update():
     assert tally.recorded() == [] and not tally.retiring()
     tally.flush()
     assert counter.total == 305 and other.total == 1
+
+
+def test_a_key_recorded_over_children_made_again_joins_its_entry():
+    """After Instruments.forget removed a request's children, a thread's first record of its
+    labels resolves new children of the same series and layout: its row joins the key's entry
+    (multiprocess values of one series agree, so where it is written does not matter)."""
+    tally = Tally()
+    first, again = (Value(), Histogram()), (Value(), Histogram())
+    made = iter([first, again])
+    record = tally.counted(lambda key: next(made), BOUNDS)
+    record(("k",), 0.5)
+    _in_threads(1, lambda: record(("k",), 0.5))
+    tally.flush()
+    assert first[0].total == 2 and first[1]._sum.total == 1.0
+    assert again[0].calls == 0
