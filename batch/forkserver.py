@@ -58,8 +58,8 @@ BEAM_MODULES = ("apache_beam.runners.worker.sdk_worker_main", "batch.pipeline")
 def worker_modules(spec: JobSpec) -> list[str]:
     """The modules `spec`'s workers need imported (its runner, batch/runner.py, imports them
     before it forks the job's process, whose fork server forks the workers): Beam's, and the model
-    framework's as predictors/preload.py lists them (scikit-learn or XGBoost; never TensorFlow,
-    which starts threads as it loads). A pickled model of unnamed framework is taken as
+    framework's as predictors/preload.py lists them (none of which starts a thread as it
+    imports). A pickled model of unnamed framework is taken as
     scikit-learn (XGBoost's pickled estimators import it too)."""
     from predictors import find_model_file, preload
 

@@ -10,10 +10,10 @@ is a fork of the runner, so it starts with everything imported, and its own fork
 there.
 
 Forking is safe for the same reasons as the fork server's: this process imports modules only
-(no gRPC channel, no framework that starts threads: TensorFlow is never imported here, OpenBLAS
-loads without its pool) and runs one Python thread; `ready` reports the OS threads counted after
-the imports (Beam's import starts one: pyarrow's jemalloc thread, which batch/forkserver.py
-explains).
+(no gRPC channel, no framework that starts threads: predictors/preload.py's modules start none
+as they import, OpenBLAS loads without its pool) and runs one Python thread; `ready` reports the
+OS threads counted after the imports (Beam's import starts one: pyarrow's jemalloc thread, which
+batch/forkserver.py explains).
 
 Life time. A job's process starts a session of its own (a cancel kills its process group: the
 job, its fork server, its workers) and dies with the runner (PR_SET_PDEATHSIG: the runner's one

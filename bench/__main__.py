@@ -7,15 +7,15 @@ wrk and h2load count statuses only; the answers are checked in full outside the 
 sampled during them. Phases: cold starts, in-process levers, one-row load (REST), the
 RandomForest c=1 batching A/B, metrics on/off, each model's c=8 p99 against the peer with the
 lowest (taking turns; the peer chosen from the load phase), Vertex AI endpoints.predict against
-ml v1 :predict (one server, taking turns), large requests against the in-process floor
-(TensorFlow too), V2 gRPC, many models, batch jobs and the demo's memory (what `make serve`
-starts). Writes bench/results/results-<time>.json (raw) and bench/RESULTS.md, and prints the
-ratio and target tables.
+ml v1 :predict (one server, taking turns), each gunicorn-worker optimization on/off (taking
+turns), large requests against the in-process floor (TensorFlow too), V2 gRPC, many models, batch
+jobs and the demo's memory (what `make serve` starts). Writes bench/results/results-<time>.json
+(raw) and bench/RESULTS.md, and prints the ratio and target tables.
 
 `--into RAW --phases P` re-runs self-contained phases (their figures are one key of the raw
-results: levers, ab, metrics_ab, tail_ab, vertex, many, batch, demo) and writes them into an
-earlier run's raw file, e.g. after a change that only those phases measure; RESULTS.md then says
-which phases were re-run, when, at which commit and with which command.
+results: levers, ab, metrics_ab, tail_ab, vertex, worker_ab, many, batch, demo) and writes them
+into an earlier run's raw file, e.g. after a change that only those phases measure; RESULTS.md
+then says which phases were re-run, when, at which commit and with which command.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import batch, big, demo, grpc_load, load, many, models, report, vertex
+from bench import batch, big, demo, grpc_load, load, many, models, report, vertex, worker_ab
 from bench.harness import Bench, Plan
 from bench.servers import SERVERS, VENVS
 
 HERE = Path(__file__).resolve().parent
-PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "tail_ab", "vertex", "big", "grpc",
-          "many", "batch", "demo")
+PHASES = ("cold", "levers", "load", "ab", "metrics_ab", "tail_ab", "vertex", "worker_ab", "big",
+          "grpc", "many", "batch", "demo")
 #: Phases whose figures are one key of the raw results (`--into` can replace them alone).
 SELF_CONTAINED = {"levers": "levers", "ab": "ab_forest_c1", "metrics_ab": "ab_metrics",
-                  "tail_ab": "ab_tail", "vertex": "ab_vertex", "many": "many", "batch": "batch",
-                  "demo": "demo"}
+                  "tail_ab": "ab_tail", "vertex": "ab_vertex", "worker_ab": "ab_worker",
+                  "many": "many", "batch": "batch", "demo": "demo"}
 DEFAULT = ("mlemu,mlemu-threads8,mlemu-unbatched,mlemu-xgb-allthreads,mlemu-nometrics,mlserver,"
            "kserve,flask")
 QUICK = "mlemu,mlserver,kserve,flask"
@@ -128,6 +128,8 @@ def main() -> None:
     phase("tail_ab", lambda: results.update(ab_tail=load.ab_tail(bench, loaded)))
     if "mlemu" in names:
         phase("vertex", lambda: results.update(ab_vertex=vertex.vertex_ab(bench)))
+        # Each gunicorn-worker optimization on against off, and an A/A control (issue 31).
+        phase("worker_ab", lambda: results.update(ab_worker=worker_ab.worker_ab(bench)))
     phase("big", lambda: big.big_requests(bench, results))
     phase("grpc", lambda: grpc_load.grpc_load(bench, results))
     if "mlemu" in names:

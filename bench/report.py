@@ -273,6 +273,9 @@ This run: `{command}`.
   deployed through the REST API, on a Vertex AI endpoint; one-row c=8 wrk runs on
   `versions/v1:predict` and `endpoints/E:predict` taking turns ({plan['ab_rounds']} each),
   answers checked as in the load phase; medians (bench/vertex.py).
+- gunicorn worker: per optimization, mlemu and mlemu with it off (MLEMU_WORKER_OFF) up side by side,
+  LogisticRegression c=1 and c=8 runs taking turns; an A/A control (two default servers) gives the
+  method's noise, which an optimization must beat to pay (bench/worker_ab.py).
 - Demo: what `make serve` starts (demo/bootstrap.yaml, its settings, free ports), PSS summed over
   the process tree once ready and settled, and after one request per demo version (bench/demo.py).
 - c=8 p99, every model: mlemu and the peer with the lowest c=8 p99 in the load phase up side by

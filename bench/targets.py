@@ -3,9 +3,11 @@ ratio and whether it is met, and the small helpers the figures table shares (ben
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bench.servers import MODEL_SERVERS, PEERS
+from bench.worker_ab import CONCURRENCY, CONTROL, PAIRS
 
 
 def get(result: dict[str, Any], *path: str) -> float | None:
@@ -111,6 +113,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
                     ("cpu_us_per_request", "server CPU ms per request")):
         check(f"Vertex AI endpoints.predict c=8 {what} vs ml v1 :predict (interleaved runs)",
               get(vertex, "vertex", p), get(vertex, "ml-v1", p), "info", 1.0, 1e-3)
+    out.extend(worker_checks(results))
     cold = ("cold_start_s",)
     check("cold start s (one sklearn model) vs best model server", mine(cold),
           peers(cold, False, MODEL_SERVERS), "<=", 0.5)
@@ -162,6 +165,36 @@ def scale_checks(results: dict[str, Any]) -> list[Check]:
           get(demo, "idle", "pss_mib"), before, "<=", 0.6)
     check("demo PSS MiB after one request per version vs the same 1,277 MiB",
           get(demo, "after_requests", "pss_mib"), before, "info", 0.6)
+    return out
+
+
+def worker_checks(results: dict[str, Any]) -> list[Check]:
+    """Each gunicorn-worker optimization on against off (bench/worker_ab.py): it pays when its
+    requests/s ratio beats the A/A control's at that concurrency, either way (two identical
+    servers, measured the same way: what the method shows for no difference); without the
+    control the rows are shown, not judged. Server CPU per request at c=8 beside them."""
+    pairs = results.get("ab_worker", {}).get("pairs", {})
+    out: list[Check] = []
+    check = _adder(out)
+    for c in CONCURRENCY:
+        control = pairs.get(CONTROL, {}).get(f"c{c}", {})
+        aa_on, aa_off = control.get("on_rps"), control.get("off_rps")
+        spread = max(aa_on / aa_off, aa_off / aa_on) if aa_on and aa_off else None
+        for name in PAIRS:
+            f = pairs.get(name, {}).get(f"c{c}", {})
+            turns = f" in {f['on_ahead']}/{f['runs']} turns" if f else ""
+            if name == CONTROL:
+                check(f"gunicorn worker: A/A control, default vs default, c={c} requests/s "
+                      f"(server A ahead{turns})", f.get("on_rps"), f.get("off_rps"), "info", 1.0)
+            else:  # goal: the control's ratio either way, rounded up
+                check(f"gunicorn worker: {name} on vs off, c={c} requests/s (on ahead{turns}; "
+                      "pays: beyond the A/A control)", f.get("on_rps"), f.get("off_rps"),
+                      ">=" if spread else "info",
+                      math.ceil(spread * 100 - 1e-9) / 100 if spread else 1.0)
+    for name in PAIRS[1:]:
+        f = pairs.get(name, {}).get("c8", {})
+        check(f"gunicorn worker: {name} on vs off, c=8 server CPU us per request",
+              f.get("on_cpu_us"), f.get("off_cpu_us"), "info", 1.0)
     return out
 
 

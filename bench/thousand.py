@@ -4,25 +4,23 @@ phase), against the same server with one of them.
 The layout (bench/notes/thousand.md): N versions (1,000 in the full run), each its own model;
 every tenth from the fourth a RandomForest, every tenth from the eighth an XGBoost booster, the
 middle one the TensorFlow SavedModel, the rest LogisticRegression. Forests (10-80 trees, depth
-4-8) and boosters (10-80 rounds) come from a few trained templates copied into each version's
-directory, so sizes vary and every version is a model of its own on disk.
+4-8) and boosters (10-80 rounds) are trained templates copied into each version's directory.
 
 Layouts: `one` (the first version): its time to ready and idle PSS. `templates` (one version
 of each model shape: each forest and booster template, the TensorFlow model, one
-LogisticRegression) and `all` (every version, no cap: all stay loaded), both up and taking turns,
-sent the same sequence of model shapes (`all` every version in turn; `templates` the version of
-the same shape in its place): the spread c=8 p50 of many versions against few, with the same
-model work (one version per framework would not: bench/notes/thousand.md). `capped`, alone:
-every version with MLEMU_MAX_LOADED_MB at half the layout's estimated total
-(registry/footprint.py) and the count cap off, so the memory cap binds and the set does not fit.
-Of `capped`: time from launch to ready (/readyz and a correct answer from the last version,
-which loads on demand) against `one`; PSS once the background warm-up settled (estimated loaded
-bytes unchanged for 3 s) and after its spread load (every version in turn: the worst case for
-least-recently-used, every request reloads; shown, not judged); evictions; models.list p50 over
-its 1,000 models. Models' PSS per worker = (PSS of `capped` 5 s after its load - PSS of
-`templates` 5 s after its load) / workers: what the cap bounds, without the frameworks' code.
-And, in a separate process with each framework imported first, the first load against the
-reload after eviction of versions of each framework (CPU time).
+LogisticRegression) and `all` (every version, no cap), both up and taking turns, sent the same
+sequence of model shapes (`templates` the version of the same shape in each one's place): the
+spread c=8 p50 of many versions against few with the same model work (one version per framework
+would not: bench/notes/thousand.md). `capped`, alone: every version, MLEMU_MAX_LOADED_MB at half
+the estimated total (registry/footprint.py), the count cap off: the set does not fit. Of
+`capped`: time to ready (/readyz and a correct answer from the last version, which loads on
+demand) against `one`; PSS once the background warm-up settled (estimated loaded bytes unchanged
+for 3 s) and after its spread load (every version in turn, the worst case for LRU: shown, not
+judged); evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of
+`capped` - PSS of `templates`, 5 s after their loads) / workers: what the cap bounds, without the
+frameworks' code. And, in a separate process with each framework imported first, the first load
+against the reload after eviction, per framework, in interleaved pairs (CPU time;
+bench/reloads.py).
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ def kind_of(i: int, n: int, with_tf: bool) -> str:
 
 
 def shape_of(kind: str, source: Path) -> str:
-    """The model work of a version's one-row call: its template (trees, depth, rounds differ);
-    every LogisticRegression the same (forty bootstrap fits of one estimator, one shape)."""
+    """A one-row call's model work: its template's, one for all (same-shaped) LogisticRegressions."""
     return kind if kind == "logreg" else str(source)
 
 
@@ -133,13 +130,10 @@ def run(bench: Bench) -> dict[str, Any]:
         out["one"] = dict(one.result)
     finally:
         one.stop()
-    # The spread p50 (see the module docstring): the layouts differ only in how many versions
-    # serve the same sequence of model shapes, not in the model work.
     shapes = {name: shape_of(kinds[name], sources[name]) for name in dirs}
     one_each = {shape: name for name, shape in reversed(shapes.items())}  # the first of each
-    same_shapes = [one_each[shapes[name]] for name in dirs]
     pair = [_Settled(bench, "thousand-templates", {k: dirs[k] for k in one_each.values()}, {},
-                     row, want, same_shapes),
+                     row, want, [one_each[shapes[name]] for name in dirs]),
             _Settled(bench, "thousand-all", dirs, {"MLEMU_MAX_LOADED_VERSIONS": "0"}, row, want)]
     try:
         for layout in pair:
@@ -173,7 +167,7 @@ def run(bench: Bench) -> dict[str, Any]:
     out["workers"] = workers
     out["models_pss_per_worker_mib"] = (out["capped"]["memory_settled"]["pss_mib"]
                                         - out["templates"]["memory_settled"]["pss_mib"]) / workers
-    out["reload"] = _reloads(dirs, kinds, cap_mib)
+    out["reload"] = _reloads(dirs, kinds, sources, cap_mib)
     bench.log(f"thousand: models' PSS per worker {out['models_pss_per_worker_mib']:.0f} MiB "
               f"(cap {cap_mib}), models.list p50 {out['models_list_p50_ms']:.2f} ms, "
               f"reload/first {json.dumps(out['reload'])}")
@@ -198,12 +192,15 @@ def report_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], fl
                 rows.append((f"thousand ({title}) {label}", "requests/s" in label,
                              {"mlemu": v * scale}, None))
     for kind in ("logreg", "forest", "xgb", "tf"):
-        for key in ("first_s", "reload_s"):
-            v = get(t, "reload", kind, key)
+        for key in ("first", "reload"):
+            v, spread = get(t, "reload", kind, f"{key}_s"), get(t, "reload", kind, f"{key}_iqr_s")
+            what = "first load" if key == "first" else "reload after eviction"
             if v is not None:
-                what = "first load" if key == "first_s" else "reload after eviction"
-                rows.append((f"thousand: {kind} {what} CPU ms", False,
+                rows.append((f"thousand: {kind} {what} CPU ms (median)", False,
                              {"mlemu": v * 1e3}, None))
+            if spread is not None:  # its samples' third quartile - first (bench/reloads.py)
+                rows.append((f"thousand: {kind} {what} CPU ms, interquartile range", False,
+                             {"mlemu": spread * 1e3}, None))
     for label, value in (("models' PSS per worker MiB", t.get("models_pss_per_worker_mib")),
                          ("models.list p50 ms", t.get("models_list_p50_ms"))):
         if value is not None:
@@ -288,9 +285,12 @@ class _Settled(many._Layout):
                    if line.startswith((name + "{", name + " ")))
 
 
-def _reloads(dirs: dict[str, Path], kinds: dict[str, str], cap_mib: int) -> dict[str, Any]:
-    """First load and reload after eviction, per framework, in a fresh process (CPU time)."""
-    spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds, "cap_mib": cap_mib}
+def _reloads(dirs: dict[str, Path], kinds: dict[str, str], sources: dict[str, Path],
+             cap_mib: int) -> dict[str, Any]:
+    """First load and reload after eviction, per framework, in a fresh process (CPU time;
+    bench/reloads.py times copies of the templates, in pairs)."""
+    spec = {"dirs": {n: str(d) for n, d in dirs.items()}, "kinds": kinds,
+            "sources": {n: str(d) for n, d in sources.items()}, "cap_mib": cap_mib}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     done = subprocess.run([sys.executable, "-m", "bench.reloads", f.name], cwd=ROOT,

@@ -70,6 +70,23 @@ def choice(*choices: str) -> Kind:
     return Kind("choice", parse, choices=choices)
 
 
+def subset(*choices: str, every: str = "all", no: str = "none") -> Kind:
+    """A comma-separated set of some of `choices` (case-insensitive; `every` names them all,
+    `no` or nothing none), held as a tuple in the order of `choices`; an unknown item is named."""
+    def parse(text: str) -> tuple[str, ...]:
+        chosen: set[str] = set()
+        for item in (word.strip().lower() for word in text.split(",")):
+            if item == every:
+                chosen.update(choices)
+            elif item in choices:
+                chosen.add(item)
+            elif item and item != no:
+                known = ", ".join(map(repr, (*choices, every, no)))
+                raise ValueError(f"{item!r} is not one of {known}")
+        return tuple(c for c in choices if c in chosen)
+    return Kind("subset", parse, ",".join, choices=choices)
+
+
 TEXT = Kind("text", str)
 INTEGER = Kind("integer", _number(int, "integer"))
 FLOAT = Kind("float", _number(float, "float"))

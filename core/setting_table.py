@@ -15,6 +15,7 @@ from core.envvars import (
     TEXT,
     Var,
     choice,
+    subset,
 )
 
 #: AI Platform's online prediction request limit (1.5 MiB).
@@ -40,6 +41,9 @@ REQUEST_LOG_SINKS = ("auto", "bigquery", "store")
 TFSERVING_UNVERSIONED = ("latest", "default")
 #: MLEMU_WORKER_CLASS: mlemu's gunicorn worker (deploy/worker.py) or gunicorn's stock gthread.
 WORKER_CLASSES = ("mlemu", "gthread")
+#: MLEMU_WORKER_OFF: the optimizations of mlemu's worker that can each be switched off
+#: (deploy/tuning.py says what each one does).
+WORKER_OPTIMIZATIONS = ("pinning", "board", "socket", "drain", "date", "urlsplit")
 #: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
 DEFAULT_REQUEST_LOG_MAX_BYTES = 64 * 1024 * 1024
 
@@ -101,6 +105,7 @@ SETTINGS = (
     Var("console", ("MLEMU_CONSOLE",), BOOLEAN),
     Var("request_log_sink", ("MLEMU_REQUEST_LOG_SINK",), choice(*REQUEST_LOG_SINKS)),
     Var("worker_class", ("MLEMU_WORKER_CLASS",), choice(*WORKER_CLASSES)),
+    Var("worker_off", ("MLEMU_WORKER_OFF",), subset(*WORKER_OPTIMIZATIONS)),
     Var("request_log_max_bytes", ("MLEMU_REQUEST_LOG_MAX_BYTES",), INTEGER),
     Var("vertex_local_containers", ("MLEMU_VERTEX_LOCAL_CONTAINERS",), BOOLEAN),
     Var("vertex_container_commands", ("MLEMU_VERTEX_CONTAINER_COMMANDS",), LIST),

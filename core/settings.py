@@ -138,6 +138,8 @@ class Settings:
     #: "mlemu" (deploy/worker.py, on the gunicorn versions it was tested with) or "gthread"
     #: (gunicorn's own worker, on any gunicorn, without mlemu's request deadlines and JSON errors).
     worker_class: str = "mlemu"
+    #: Optimizations of mlemu's worker switched off (deploy/tuning.py), for measuring each one.
+    worker_off: tuple[str, ...] = ()
     #: Bytes of request-response log rows the store keeps in all; the oldest go first.
     request_log_max_bytes: int = DEFAULT_REQUEST_LOG_MAX_BYTES
     #: Vertex AI models with a custom image and a containerSpec.command run that command as a

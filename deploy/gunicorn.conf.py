@@ -7,9 +7,9 @@ gunicorn's errors as JSON), on the gunicorn versions it was tested with (deploy/
 MLEMU_WORKER_CLASS=gthread runs gunicorn's stock gthread. How many of each follows the
 CPUs this container may use unless MLEMU_WORKERS / MLEMU_THREADS say otherwise
 (Settings.worker_layout). The app is not preloaded: each worker opens the store after the fork.
-The master imports only the thread-free scikit-learn and XGBoost modules the bootstrap file needs
-(predictors/preload.py, at the end); OpenMP, BLAS and TensorFlow thread pools start in the
-workers, never before a fork.
+The master imports the framework modules the bootstrap file needs (scikit-learn, XGBoost,
+TensorFlow; predictors/preload.py, at the end), which start no thread as they import; OpenMP,
+BLAS and TensorFlow thread pools start in the workers, never before a fork.
 
 SIGTERM (Cloud Run, Knative and Kubernetes stop an instance with it, and kill it 10 s later):
 the master closes its listening sockets and sends SIGTERM to every worker; a gthread worker then
@@ -170,7 +170,10 @@ _board = ConnectionBoard(slots=max(64, 4 * workers))
 
 
 def pre_fork(server: Any, worker: Any) -> None:
-    """Give the worker about to be forked a slot on the connection board."""
+    """Give the worker about to be forked a slot on the connection board, unless the board is
+    switched off (MLEMU_WORKER_OFF=board: the worker then accepts as gthread does)."""
+    if "board" in _settings.worker_off:
+        return
     taken = {slot for w in server.WORKERS.values()
              if (slot := getattr(w, "mlemu_slot", None)) is not None}
     worker.mlemu_board = _board

@@ -19,6 +19,7 @@ gthread (idle connections hold no thread; the keep-alive timeout, the SIGTERM dr
 `Connection: close` while stopping work as before); and every open connection of the worker must
 be able to have a thread of its own (open connections <= threads), otherwise they take turns
 through the poller as under gthread. Even connections across workers: deploy/balance.py.
+Each optimization can be switched off to measure it (MLEMU_WORKER_OFF, deploy/tuning.py).
 
 The gthread methods overridden here are not gunicorn's public interface: deploy/fence.py keeps
 this worker to the gunicorn versions it was tested with (MLEMU_WORKER_CLASS=gthread runs the stock
@@ -41,11 +42,12 @@ from gunicorn.http.body import LengthReader
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
 from core.settings import Settings
-from deploy import http_date, request_target, wire_errors
+from deploy import wire_errors
 from deploy.balance import BalancedAccept
 from deploy.connection_socket import ConnectionSocket
 from deploy.request_buffer import RequestBuffer
 from deploy.request_deadline import DeadlineSocket, readable
+from deploy.tuning import WorkerTuning
 
 #: How long a thread waits on its connection for the client's next request before handing the
 #: connection back to the main loop. Clients that keep a connection busy send the next request
@@ -70,9 +72,13 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
     answers gunicorn's own errors as JSON."""
 
     def init_process(self) -> None:
-        http_date.install()
-        request_target.install()
-        settings = Settings.from_env()
+        self.configure(Settings.from_env())
+        self.tuning.install()
+        super().init_process()  # runs the main loop
+
+    def configure(self, settings: Settings) -> None:
+        """The worker's limits and optimizations from `settings` (before its main loop)."""
+        self.tuning = WorkerTuning.without(settings.worker_off)
         self.header_timeout = settings.header_timeout
         self.request_timeout = settings.request_timeout
         # No route accepts a body larger than this: a chunk declaring more is refused at once.
@@ -84,7 +90,6 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
             (cfg.limit_request_field_size or 8190) + 2)
         self.reading: dict[Any, RequestBuffer] = {}  # connections whose request is being read
         self.request_path = threading.local()  # the path a thread's request names (handle_error)
-        super().init_process()  # runs the main loop
 
     # -- reading requests in the main loop -------------------------------------------------------
 
@@ -101,7 +106,7 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
             if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 raise
             return
-        client_sock = ConnectionSocket.adopt(accepted)
+        client_sock = ConnectionSocket.adopt(accepted) if self.tuning.socket else accepted
         self.nr_conns += 1
         conn = TConn(self.cfg, client_sock, client_addr, listener.getsockname())
         conn.mlemu_buffer = self._new_buffer()  # a new connection's clock starts at accept
@@ -226,8 +231,11 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
         return keepalive
 
     def _may_keep(self, conn: Any) -> bool:
+        """Whether the thread keeps `conn` for its next request (pinning); else it goes back to
+        gthread's poller."""
         busy = self.nr_conns - len(self.reading)
-        return bool(self.alive and not conn.is_http2 and busy <= self.cfg.threads)
+        return bool(self.tuning.pinning and self.alive and not conn.is_http2
+                    and busy <= self.cfg.threads)
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         """gthread's request handling, with the response's writes sent together
@@ -246,7 +254,7 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
         setting and restoring a socket timeout to bound the drain (two ioctls, each a GIL
         release): skipped when there is nothing left to drain, a Content-Length body read to its
         end, which is every request mlemu's routes answer."""
-        body = getattr(conn.parser.mesg, "body", None) if keepalive else None
+        body = getattr(conn.parser.mesg, "body", None) if keepalive and self.tuning.drain else None
         if (body is not None and isinstance(body.reader, LengthReader) and body.reader.length == 0
                 and not body.buf.tell() and not body.failed):
             return True

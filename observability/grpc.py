@@ -82,8 +82,8 @@ class Observer:
         seconds = time.perf_counter() - started
         status = recording.status(failed)
         if self.instruments is not None:
-            self.instruments.request("grpc", protocol, method, ctx.model, ctx.version,
-                                     status, seconds)
+            self.instruments.request(("grpc", protocol, method, ctx.model, ctx.version, status),
+                                     seconds)
         if self.journal is not None:
             self.journal(ctx, "grpc", f"/{protocol}/{method}", status, time.time() - seconds,
                          seconds, None)

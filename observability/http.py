@@ -163,7 +163,7 @@ class ObservedApp:
         seconds = perf_counter() - started
         try:
             if self.instruments is not None:
-                self.instruments.request("http", kind[0], kind[1], ctx.model, ctx.version, code,
+                self.instruments.request(("http", kind[0], kind[1], ctx.model, ctx.version, code),
                                          seconds)
             if self.access:
                 self._access_log(environ, environ.get("PATH_INFO", ""),

@@ -11,8 +11,8 @@ registry (`Instruments.registry`), with the standard process collector.
 Label values are bounded: model and version labels come from the registry (a request naming an
 unknown model is recorded with empty model and version), protocol and method from fixed sets
 (http.py, grpc.py). The hot path records through a `Tally` (tally.py): a dict lookup and a few
-list updates per event, no lock; a request's count and latency share one row, and so do a model
-call's latency and instances.
+list updates per event, no lock; a request's count and latency share one row (keyed by its
+label tuple), and so do a model call's latency and instances.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -162,13 +162,29 @@ class VersionInstruments:
         self.evictions = metrics.evictions.labels(*labels)
         #: A model call's latency and its instances, recorded in one row (outside a merge).
         self._call = Pair(self.call_seconds, LATENCY_BOUNDS, self.instances, COUNT_BOUNDS)
+        #: `waited(seconds)`: a request's wait in batching's queue (one call per request).
+        self.waited: Callable[[float], None] = tally.recorder(self.batch_wait, LATENCY_BOUNDS)
 
     def model_call(self, seconds: float, instances: Any) -> None:
+        """A model call timed by a wrapper that cannot tell whether it runs merged
+        (observability/instrument.py around custom code; dataplane/vertex.py): the merging flag
+        says which of `call_merged` and `call_alone` it is (their bodies, inline)."""
         if self._merging.on:  # each merged request's instances were counted by merged_call
             self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
         else:  # a list's length without a call to _rows: the most frequent instances
             self.tally.observe_pair(self._call, seconds, len(instances)
                                     if type(instances) is list else _rows(instances))
+
+    def call_alone(self, seconds: float, instances: Any) -> None:
+        """A model call batching ran for one request alone (it knows; no flag to read): its
+        latency and its instances, in one row."""
+        self.tally.observe_pair(self._call, seconds, len(instances)
+                                if type(instances) is list else _rows(instances))
+
+    def call_merged(self, seconds: float, instances: Any) -> None:
+        """The model call of a merged batch: its latency only (each merged request's
+        instances were counted by merged_call)."""
+        self.tally.observe(self.call_seconds, LATENCY_BOUNDS, seconds)
 
     @contextmanager
     def merged_call(self, sizes: list[int]) -> Iterator[None]:
@@ -176,16 +192,12 @@ class VersionInstruments:
         tally = self.tally
         tally.observe(self.batch_requests, BATCH_BOUNDS, len(sizes))
         tally.observe(self.batch_instances, COUNT_BOUNDS, sum(sizes))
-        for size in sizes:
-            tally.observe(self.instances, COUNT_BOUNDS, size)
+        tally.observe_each(self.instances, COUNT_BOUNDS, sizes)
         self._merging.on = True
         try:
             yield
         finally:
             self._merging.on = False
-
-    def waited(self, seconds: float) -> None:
-        self.tally.observe(self.batch_wait, LATENCY_BOUNDS, seconds)
 
 
 class Instruments:
@@ -199,6 +211,11 @@ class Instruments:
         self._merging = _Merging()
         self._versions: dict[str, VersionInstruments] = {}
         self._requests: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        #: `request(labels, seconds)`: one request served, its labels (transport, protocol,
+        #: method, model, version, code) and latency; its count and latency are one event,
+        #: recorded in one tally row keyed by the label tuple (Tally.counted).
+        self.request: Callable[[tuple[str, ...], float], None] = self.tally.counted(
+            self.request_children, LATENCY_BOUNDS)
         self._process = ProcessCollector(registry=None)
         self._process_lock = threading.Lock()
         self._process_read = 0.0
@@ -210,22 +227,17 @@ class Instruments:
                 self.metrics, self.tally, self._merging, *short_names(version_name)))
         return found
 
-    def request(self, transport: str, protocol: str, method: str, model: str, version: str,
-                code: str, seconds: float) -> None:
-        key = (transport, protocol, method, model, version, code)
-        children = self._requests.get(key)
-        if children is None:
-            children = self.request_children(key)
-        # The request's count (by code) and its latency are one event: one tally row.
-        self.tally.observe_counted(children[0], children[1], LATENCY_BOUNDS, seconds)
-
     def request_children(self, key: tuple[str, ...]) -> tuple[Any, Any]:
-        """The request counter's and latency histogram's children of a label tuple, cached:
-        prometheus_client's `labels()` validates and joins the values under a lock on every
-        call. The cache is bounded (REQUEST_CHILDREN label tuples, then it starts over): label
-        values are bounded by the registry, but deleted versions' tuples must not pile up.
-        Starting over costs nothing but lookups: `labels()` gives the same child objects
-        again, so the tally's rows (keyed by them) go on."""
+        """The request counter's and latency histogram's children of a label tuple (transport,
+        protocol, method, model, version, code), cached: prometheus_client's `labels()`
+        validates and joins the values under a lock on every call. Asked by `request` only the
+        first time a thread records a tuple. The cache is bounded (REQUEST_CHILDREN label
+        tuples, then it starts over): label values are bounded by the registry, but deleted
+        versions' tuples must not pile up. Starting over costs nothing but lookups: `labels()`
+        gives the same child objects again, so their values go on."""
+        found = self._requests.get(key)
+        if found is not None:
+            return found
         if len(self._requests) >= REQUEST_CHILDREN:
             self._requests.clear()
         return self._requests.setdefault(key, (

@@ -13,8 +13,8 @@ bound, and `_sum`; tests/observability/test_metrics_live.py checks the result).
 
 Values always recorded together share a row, so the hot path looks one row up per event, not
 one per value: a request's counter (by status code) and its latency histogram
-(`observe_counted`: the counter's value is the row's number of updates), a model call's latency
-and instances histograms (`observe_pair`). Each row lookup goes through a thread-local and a
+(`counted`: the counter's value is the row's number of updates), a model call's latency and
+instances histograms (`observe_pair`). Each row lookup goes through a thread-local and a
 dict, and between two requests the model's own work evicts them from the CPU's caches, so
 fewer lookups per request cost measurably less (bench/notes/metrics-cost.md).
 
@@ -38,9 +38,11 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
+#: The key a `counted` recorder's events are recorded by (a request's label tuple).
+K = TypeVar("K", bound=Hashable)
 #: What one row holds: each child with its histogram's upper bounds (None: a counter's value).
 Parts = tuple[tuple[Any, "tuple[float, ...] | None"], ...]
 
@@ -118,19 +120,56 @@ class Tally:
         row[1 + bisect_left(bounds, value)] += 1
         row[-1] += 1
 
-    def observe_counted(self, counter: Any, histogram: Any, bounds: tuple[float, ...],
-                        value: float) -> None:
-        """`value` observed in `histogram` and one added to `counter`: one event both count (a
-        request: its latency, and its count with its status code). One row holds both (keyed
-        by `counter`, which is recorded to this way only): the counter's value is the row's
-        number of updates, so this costs what one `observe` does."""
+    def observe_each(self, child: Any, bounds: tuple[float, ...], values: Iterable[float]) -> None:
+        """Each of `values` observed in `child`: one row lookup for them all (a merged model
+        call's requests, each with its own instances)."""
         try:
-            row = self._local.rows[counter]
+            row = self._local.rows[child]
         except (AttributeError, KeyError):
-            row = self._row(counter, ((histogram, bounds),), counts=counter)
-        row[0] += value
-        row[1 + bisect_left(bounds, value)] += 1
-        row[-1] += 1
+            row = self._row(child, ((child, bounds),))
+        for value in values:
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+    def recorder(self, child: Any, bounds: tuple[float, ...]) -> Callable[[float], None]:
+        """`observe(child, bounds, value)` as a function of `value` alone, for a child recorded
+        once per request (batching's queue wait): one call per event, not two."""
+        local, make = self._local, self._row
+
+        def record(value: float) -> None:
+            try:
+                row = local.rows[child]
+            except (AttributeError, KeyError):
+                row = make(child, ((child, bounds),))
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+        return record
+
+    def counted(self, resolve: Callable[[K], tuple[Any, Any]],
+                bounds: tuple[float, ...]) -> Callable[[K, float], None]:
+        """A recorder of events each observed in a histogram and counted by a counter (a
+        request: its latency, and its count with its status code), called as `record(key,
+        value)`: `key` names the event's labels and `resolve(key)` gives its (counter,
+        histogram) children, asked only the first time a thread records that key. One row per
+        key holds both (the counter's value is the row's number of updates), found with the
+        caller's key itself: one call and one lookup per event, not a lookup of the children
+        and then of their row."""
+        local, make = self._local, self._row
+
+        def record(key: K, value: float) -> None:
+            try:
+                row = local.rows[key]
+            except (AttributeError, KeyError):  # this thread's first use of `key`
+                counter, histogram = resolve(key)
+                row = make(key, ((histogram, bounds),), counts=counter)
+            row[0] += value
+            row[1 + bisect_left(bounds, value)] += 1
+            row[-1] += 1
+
+        return record
 
     def observe_pair(self, pair: Pair, first: float, second: float) -> None:
         """`first` observed in `pair.first` and `second` in `pair.second` (a model call: its

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from time import perf_counter
 from typing import Any, Protocol
 
 
@@ -24,7 +24,9 @@ class BatchObserver(Protocol):
 
     def waited(self, seconds: float) -> None: ...
 
-    def model_call(self, seconds: float, instances: Any) -> None: ...
+    def call_alone(self, seconds: float, instances: Any) -> None: ...
+
+    def call_merged(self, seconds: float, instances: Any) -> None: ...
 
 
 #: Default bound on the instances of one merged call (setting MLEMU_BATCH_MAX_INSTANCES).
@@ -59,11 +61,15 @@ class Merger:
     def __init__(self, predict: Callable[[Any], Any], max_instances: int = DEFAULT_MAX_INSTANCES,
                  observer: BatchObserver | None = None, times_calls: bool = False) -> None:
         """`times_calls`: `predict` is not timed by itself (no observability/instrument.py
-        wrapper around it), so each model call is timed here, to `observer.model_call`."""
+        wrapper around it), so each model call is timed here, to `observer.call_alone` or
+        `observer.call_merged`: the Merger knows which a call is, so the observer need not
+        find out (a wrapper around custom code cannot know; it reads a thread-local flag)."""
         self._predict = predict
         self.max_instances = max_instances
         self.observer = observer
-        self._timed = observer.model_call if observer is not None and times_calls else None
+        timed = observer is not None and times_calls
+        self._timed = observer.call_alone if timed else None  # type: ignore[union-attr]
+        self._timed_merged = observer.call_merged if timed else None  # type: ignore[union-attr]
         self._lock = threading.Lock()
         self._busy = False
         self._queue: deque[_Call] = deque()
@@ -110,9 +116,9 @@ class Merger:
         if self.observer is None:
             call.done.acquire()
         else:
-            queued = time.perf_counter()
+            queued = perf_counter()
             call.done.acquire()
-            self.observer.waited(time.perf_counter() - queued)
+            self.observer.waited(perf_counter() - queued)
         if call.batch is not None:
             try:
                 self._run(call.batch)
@@ -123,15 +129,27 @@ class Merger:
         return call.result
 
     def _call(self, payload: Any) -> Any:
-        """One model call (timed here when the predict function is not timed itself)."""
+        """One model call of one request alone (timed here when the predict function is not
+        timed itself)."""
         timed = self._timed
         if timed is None:
             return self._predict(payload)
-        started = time.perf_counter()
+        started = perf_counter()
         try:
             return self._predict(payload)
         finally:
-            timed(time.perf_counter() - started, payload)
+            timed(perf_counter() - started, payload)
+
+    def _call_merged(self, payload: Any) -> Any:
+        """The model call of merged requests (timed as `_call` times one request's)."""
+        timed = self._timed_merged
+        if timed is None:
+            return self._predict(payload)
+        started = perf_counter()
+        try:
+            return self._predict(payload)
+        finally:
+            timed(perf_counter() - started, payload)
 
     def _hand_off(self) -> None:
         """After a call: pick the next batch from the queue and wake its first thread to run it."""
@@ -174,7 +192,7 @@ class Merger:
         try:
             merged = self.merge([call.payload for call in batch])
             with counting:
-                out = self._call(merged)
+                out = self._call_merged(merged)
             parts = self.split(out, sizes)
         except Exception:  # noqa: BLE001 - some request is bad: run them one by one
             return False

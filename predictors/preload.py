@@ -5,8 +5,12 @@ the imported modules' memory copy-on-write (less memory per worker). This is onl
 nothing forked has threads: fork copies only the calling thread, so a thread pool started before
 the fork would be a dead pool in every worker. Hence:
 
-- Only scikit-learn and XGBoost are imported here, never TensorFlow (it starts threads on import);
-  XGBoost's OpenMP pool and TensorFlow start in each worker, after the fork.
+- The imports start no pool: XGBoost's OpenMP pool starts at its first call, TensorFlow's
+  intra- and inter-op pools with its first session or eager context (a model load), both in each
+  worker after the fork. TensorFlow's import alone runs its static registrations and builds its
+  Python modules, and starts no OS thread (tests/predictors/test_preload.py counts them, and
+  forks workers that load and run a SavedModel); that import is most of a TensorFlow worker's
+  private memory, which the workers now share.
 - BLAS (numpy's and scipy's OpenBLAS) starts its thread pool when the library loads. The master
   sets OPENBLAS_NUM_THREADS=1 (unless the user chose a value) before the first numpy import, so
   it loads without threads, and each worker computes BLAS on one thread: parallelism comes from
@@ -14,8 +18,8 @@ the fork would be a dead pool in every worker. Hence:
 - After importing, the master checks that it still runs one thread; if not, it says so loudly
   (the fork would still work for pure-Python modules, but a framework broke the rule).
 
-A framework a worker imports itself (TensorFlow) is frozen there after its import, for the
-collector's sake rather than for sharing: see `freeze_imported`.
+A framework a worker imports itself (TensorFlow, for a version created after start) is frozen
+there after its import, for the collector's sake rather than for sharing: see `freeze_imported`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "SCIKIT_LEARN": ("numpy", "joblib", "sklearn.base", "sklearn.utils.validation",
                      "predictors.sklearn"),
     "XGBOOST": ("numpy", "xgboost", "predictors.xgboost"),
+    "TENSORFLOW": ("numpy", "tensorflow", "predictors.tensorflow"),
 }
 
 
@@ -75,7 +80,7 @@ def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str
     done = []
     for name in wanted:
         try:
-            importlib.import_module(name)
+            _import(name)
         except ImportError as exc:  # e.g. xgboost not installed: the worker will say so on load
             log.warning("not preloading %s: %s", name, exc)
             continue
@@ -88,6 +93,18 @@ def preload(frameworks: Iterable[str], environ: dict[str, str] | os._Environ[str
     # so the workers keep sharing them (https://docs.python.org/3/library/gc.html#gc.freeze).
     gc.freeze()
     return done
+
+
+def _import(name: str) -> None:
+    if name != "tensorflow":
+        importlib.import_module(name)
+        return
+    from observability import logs
+
+    # Its import prints banners to stderr whatever TF_CPP_MIN_LOG_LEVEL says: they go through
+    # logging instead, as when a worker imports it (predictors/tensorflow.py).
+    with logs.native_stderr("tensorflow"):
+        importlib.import_module(name)
 
 
 def freeze_imported(module: str, import_module: Callable[[], Any]) -> Any:

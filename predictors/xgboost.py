@@ -6,6 +6,11 @@ in AI Platform. Thread policy: every predict call is limited to `xgboost_nthread
 letting each call start one OpenMP thread per core oversubscribes the CPUs as soon as calls overlap
 (bench/RESULTS.md measures both, "XGBoost thread policy"; 0 means XGBoost's default).
 
+Loading a booster is held to `xgboost_nthread` threads too: XGBoost parses a model's trees in an
+OpenMP parallel region sized by its thread-local global `nthread` (0: every core), which a
+booster's own `nthread` parameter does not reach before the model is in it. Parsed in parallel,
+a model of tens of trees costs several times the CPU of a serial parse (bench/notes/thousand.md).
+
 One exception: a call of `WIDE_CALL_ROWS` rows or more, while no other such call runs in this
 process, uses every CPU the process may use (a second copy of the booster set to that many
 threads, made on the first such call). One large request then gets the machine's cores, as
@@ -91,6 +96,24 @@ class XGBoostPredictor(Predictor):
     def configure(self, options: PredictorOptions) -> None:
         self._nthread = int(options.xgboost_nthread)
         self._booster.set_param({"nthread": self._nthread})
+
+    @classmethod
+    def load_configured(cls, model_dir: str, options: PredictorOptions) -> Predictor:
+        """`from_path` with XGBoost's global thread count at `xgboost_nthread` (module docstring;
+        0 keeps XGBoost's default), then `configure`."""
+        nthread = int(options.xgboost_nthread)
+        if nthread <= 0:
+            return super().load_configured(model_dir, options)
+        import xgboost
+
+        # XGBoost's global configuration is thread-local (include/xgboost/global_config.h in
+        # dmlc/xgboost: GlobalConfigThreadLocalStore), so this limits this load only. Leaving
+        # the context cannot put back the default 0 (XGBoost 3.2 keeps the last positive value
+        # in this thread); every XGBoost call of this module passes its thread count itself.
+        with xgboost.config_context(nthread=nthread):
+            predictor = cls.from_path(model_dir)
+        predictor.configure(options)
+        return predictor
 
     @classmethod
     def from_path(cls, model_dir: str) -> XGBoostPredictor:

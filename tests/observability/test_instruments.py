@@ -26,7 +26,7 @@ def labels_of(child: Any) -> dict[str, str]:
 def test_requests_are_counted_once_each_with_their_code_and_latency() -> None:
     instruments = Instruments()
     for code, seconds in (("200", 0.002), ("200", 0.2), ("400", 0.002)):
-        instruments.request("http", "aiplatform", "predict", "iris", "v1", code, seconds)
+        instruments.request(("http", "aiplatform", "predict", "iris", "v1", code), seconds)
     request = {"transport": "http", "protocol": "aiplatform", "method": "predict",
                "model": "iris", "version": "v1"}
     assert sample(instruments, "mlemu_requests_total", **request, code="200") == 2
@@ -56,6 +56,47 @@ def test_a_model_call_records_its_latency_and_instances_once() -> None:
     assert sample(instruments, "mlemu_batch_merged_requests_sum", **labels) == 2
 
 
+def test_batching_s_own_call_reports_record_what_a_wrapper_s_model_call_records() -> None:
+    """call_alone and call_merged (adaptive batching times built-in frameworks' calls and knows
+    which each is) record exactly what model_call records outside and inside a merge."""
+    def figures(record: Any) -> list[float]:
+        instruments = Instruments()
+        record(instruments.version(VERSION))
+        labels = {"model": "iris", "version": "v1"}
+        return [sample(instruments, f"mlemu_{name}", **labels, **extra) for name, extra in (
+            ("model_call_duration_seconds_count", {}), ("model_call_duration_seconds_sum", {}),
+            ("model_call_duration_seconds_bucket", {"le": "0.0005"}),
+            ("instances_per_request_count", {}), ("instances_per_request_sum", {}),
+            ("instances_per_request_bucket", {"le": "1.0"}), ("batch_merged_requests_sum", {}))]
+
+    def by_flag(version: metrics.VersionInstruments) -> None:
+        version.model_call(0.003, [[1.0], [2.0], [3.0]])
+        version.model_call(0.0004, {"x": [[1.0]]})
+        with version.merged_call([2, 1]):
+            version.model_call(0.02, [[1.0], [2.0], [3.0]])
+
+    def told(version: metrics.VersionInstruments) -> None:
+        version.call_alone(0.003, [[1.0], [2.0], [3.0]])
+        version.call_alone(0.0004, {"x": [[1.0]]})
+        with version.merged_call([2, 1]):
+            version.call_merged(0.02, [[1.0], [2.0], [3.0]])
+
+    assert figures(told) == figures(by_flag) == pytest.approx([3, 0.0234, 1, 4, 7, 2, 2])
+
+
+def test_each_queued_request_s_wait_is_observed_once() -> None:
+    instruments = Instruments()
+    version = instruments.version(VERSION)
+    for seconds in (0.002, 0.002, 0.3):
+        version.waited(seconds)
+    labels = {"model": "iris", "version": "v1"}
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_count", **labels) == 3
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_bucket", **labels,
+                  le="0.0025") == 2
+    assert sample(instruments, "mlemu_batch_queue_wait_seconds_sum", **labels) == \
+        pytest.approx(0.304)
+
+
 def test_request_children_are_cached_per_label_tuple_with_their_labels() -> None:
     instruments = Instruments()
     key = ("grpc", "v2", "infer", "iris", "v1", "0")
@@ -74,9 +115,9 @@ def test_the_request_cache_is_bounded_and_counts_go_on_when_it_starts_over(
     monkeypatch.setattr(metrics, "REQUEST_CHILDREN", 3)
     instruments = Instruments()
     for version in ("v1", "v2", "v3", "v4", "v5", "v1"):
-        instruments.request("http", "aiplatform", "predict", "iris", version, "200", 0.001)
+        instruments.request(("http", "aiplatform", "predict", "iris", version, "200"), 0.001)
         assert len(instruments._requests) <= 3
-    instruments.request("http", "aiplatform", "predict", "iris", "v1", "200", 0.001)
+    instruments.request(("http", "aiplatform", "predict", "iris", "v1", "200"), 0.001)
     assert sample(instruments, "mlemu_requests_total", transport="http", protocol="aiplatform",
                   method="predict", model="iris", version="v1", code="200") == 3
     assert sample(instruments, "mlemu_requests_total", transport="http", protocol="aiplatform",

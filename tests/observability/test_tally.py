@@ -129,16 +129,25 @@ def test_the_background_flush_is_paced_by_its_cost():
 
 
 def test_a_counted_histogram_row_counts_each_observation_once():
-    """observe_counted: one row per thread holds the histogram and its counter; the counter's
-    value is the number of observations, whichever threads made them."""
+    """counted: one row per thread and key holds the histogram and its counter; the counter's
+    value is the number of observations, whichever threads made them; each thread asks for the
+    key's children once."""
     tally, counter, histogram = Tally(), Value(), Histogram()
+    asked: list[str] = []
+
+    def resolve(key: str) -> tuple[Value, Histogram]:
+        asked.append(key)
+        return counter, histogram
+
+    record = tally.counted(resolve, BOUNDS)
 
     def work() -> None:
         for i in range(300):
-            tally.observe_counted(counter, histogram, BOUNDS, (0.05, 0.5, 5.0)[i % 3])
+            record("ok", (0.05, 0.5, 5.0)[i % 3])
 
     _in_threads(3, work)
     tally.flush()
+    assert asked == ["ok"] * 3
     assert (counter.calls, counter.total) == (1, 900)
     assert [b.total for b in histogram._buckets] == [300, 300, 300]
     assert abs(histogram._sum.total - 300 * (0.05 + 0.5 + 5.0)) < 1e-6
@@ -149,9 +158,10 @@ def test_a_counted_histogram_row_counts_each_observation_once():
 def test_two_counters_may_share_one_histogram():
     """A request's latency histogram has no status label: its rows by status add into it."""
     tally, ok, failed, histogram = Tally(), Value(), Value(), Histogram()
-    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
-    tally.observe_counted(ok, histogram, BOUNDS, 0.5)
-    tally.observe_counted(failed, histogram, BOUNDS, 5.0)
+    record = tally.counted(lambda code: (ok if code == "200" else failed, histogram), BOUNDS)
+    record("200", 0.5)
+    record("200", 0.5)
+    record("500", 5.0)
     tally.flush()
     assert (ok.total, failed.total) == (2, 1)
     assert [b.total for b in histogram._buckets] == [0, 2, 1]
@@ -172,9 +182,25 @@ def test_a_pair_row_feeds_both_histograms_and_adds_up_with_their_own_rows():
     assert rows._sum.total == 12
 
 
+def test_observe_each_and_a_recorder_feed_a_child_as_observe_does():
+    """observe_each (a merged call's requests' instances, one lookup) and a child's recorder
+    (one call per event) add to the same row `observe` adds to, value by value."""
+    seen, told = Histogram(), Histogram()
+    tally = Tally()
+    for value in (0.05, 0.5, 5.0, 0.5):
+        tally.observe(seen, BOUNDS, value)
+    tally.observe_each(told, BOUNDS, [0.05, 0.5])
+    record = tally.recorder(told, BOUNDS)
+    _in_threads(1, lambda: record(5.0))  # another thread's row of the same child
+    record(0.5)
+    tally.flush()
+    assert [b.total for b in told._buckets] == [b.total for b in seen._buckets] == [1, 2, 1]
+    assert told._sum.total == seen._sum.total == pytest.approx(6.05)
+
+
 def test_a_key_keeps_one_layout():
     tally, counter, histogram = Tally(), Value(), Histogram()
-    tally.observe_counted(counter, histogram, BOUNDS, 0.5)
+    tally.counted(lambda key: (counter, histogram), BOUNDS)(counter, 0.5)
 
     def other_thread() -> None:
         with pytest.raises(ValueError, match="one way only"):

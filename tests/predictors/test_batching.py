@@ -93,13 +93,17 @@ class Observer:
     """A BatchObserver noting what the batcher reports."""
 
     def __init__(self):
-        self.calls: list[int] = []  # instances of each timed model call
+        self.calls: list[tuple[str, int]] = []  # each timed model call: alone/merged, instances
         self.merged: list[list[int]] = []
         self.waits = 0
 
-    def model_call(self, seconds, instances):
+    def call_alone(self, seconds, instances):
         assert seconds >= 0
-        self.calls.append(len(instances))
+        self.calls.append(("alone", len(instances)))
+
+    def call_merged(self, seconds, instances):
+        assert seconds >= 0
+        self.calls.append(("merged", len(instances)))
 
     def merged_call(self, sizes):
         self.merged.append(list(sizes))
@@ -112,8 +116,9 @@ class Observer:
 @pytest.mark.parametrize("times_calls", [True, False])
 def test_the_batcher_times_each_model_call_once_when_asked(times_calls):
     """With `times_calls` (a built-in framework's predict, no timing wrapper of its own) every
-    model call, alone, merged or failed, is reported once; without it, none is (the wrapper
-    around custom code reports its calls)."""
+    model call, alone, merged or failed, is reported once, as what it is (alone or merged:
+    the observer reads no flag to tell); without it, none is (the wrapper around custom code
+    reports its calls)."""
     recorder = Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
                         else 1 / 0)
     observer = Observer()
@@ -123,7 +128,20 @@ def test_the_batcher_times_each_model_call_once_when_asked(times_calls):
     with pytest.raises(ZeroDivisionError):
         batcher.predict([[-1, 0]])
     assert observer.merged == [[1, 2]] and observer.waits == 2
-    assert observer.calls == ([1, 3, 1] if times_calls else [])
+    assert observer.calls == ([("alone", 1), ("merged", 3), ("alone", 1)] if times_calls else [])
+
+
+def test_a_failed_merged_call_is_reported_merged_and_its_reruns_alone():
+    """A merged call that fails counts as one merged call; each request then runs again alone,
+    and each of those calls counts as a call alone (its instances counted with it)."""
+    recorder = Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
+                        else 1 / 0)
+    observer = Observer()
+    batcher = batching.Batcher(recorder, observer=observer, times_calls=True)
+    results = _queue_behind_busy_call(batcher, recorder, [[[0, 0]], [[1, 1]], [[-1, 0]]])
+    assert results[0] == [0] and results[1] == [1] and isinstance(results[2], ZeroDivisionError)
+    assert observer.merged == [[1, 1]] and batcher.merged_calls == 0
+    assert observer.calls == [("alone", 1), ("merged", 2), ("alone", 1), ("alone", 1)]
 
 
 def test_batchers_call_a_built_in_predict_past_its_wrapper_only_when_they_time_it(tmp_path):
@@ -137,10 +155,10 @@ def test_batchers_call_a_built_in_predict_past_its_wrapper_only_when_they_time_i
     observer = Observer()
     timed = batching.Batchers().get(predictor, observer=lambda: observer)
     timed.predict([[0.0, 1.0]])
-    assert wrapped == [] and observer.calls == [1]
+    assert wrapped == [] and observer.calls == [("alone", 1)]
     untimed = batching.Batchers().get(predictor)
     untimed.predict([[0.0, 1.0]])
-    assert wrapped == [1] and observer.calls == [1]
+    assert wrapped == [1] and observer.calls == [("alone", 1)]
 
 
 def test_mixed_shapes_in_one_window_are_grouped_by_layout():

@@ -7,14 +7,15 @@ from typing import Any
 
 from registry import bootstrap
 from tests.conftest import ROOT
-from tests.kit import modelkit
+from tests.kit import modelkit, tfmodels
 
 
 def run_fresh(code: str) -> Any:
-    """Run `code` in a fresh interpreter (nothing imported yet); the JSON its last line prints."""
+    """Run `code` in a fresh interpreter (nothing imported yet); the JSON its last line prints.
+    The timeout bounds a hang (a fork-unsafe library), it is no speed target."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env=env)
+                         check=True, env=env, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -46,8 +47,42 @@ def test_preload_imports_frameworks_without_starting_threads():
     )
     result = run_fresh(code)
     assert result["after"] == result["before"]  # safe to fork: no pool was started
-    assert result["blas"] == "1" and result["sk"] and not result["tf"]
-    assert "xgboost" in result["done"] and "predictors.sklearn" in result["done"]
+    assert result["blas"] == "1" and result["sk"] and result["tf"]
+    assert {"xgboost", "predictors.sklearn", "tensorflow", "predictors.tensorflow"} <= set(
+        result["done"])
+
+
+def test_workers_forked_after_tensorflow_is_preloaded_serve_a_saved_model(tmp_path):
+    """TensorFlow imported in the master (as gunicorn.conf.py does for a bootstrap file with a
+    TENSORFLOW version), then two children forked as gunicorn forks its workers: each loads a
+    SavedModel and predicts with the right answer (its session's thread pools start after the
+    fork, in the child). A hang would end at the bound, never pass."""
+    tfmodels.half_plus_two(tmp_path / "hp2")
+    code = (
+        "import json, os, sys\n"
+        "from predictors.preload import preload, threads\n"
+        "preload(['TENSORFLOW'], os.environ)\n"
+        "assert threads() == 1\n"
+        "children = []\n"
+        "for n in range(2):\n"
+        "    read, write = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.close(read)\n"
+        "        from predictors.tensorflow import TensorFlowPredictor\n"
+        f"        model = TensorFlowPredictor.from_path({str(tmp_path / 'hp2')!r})\n"
+        "        answer = model.predict([[1.0], [4.0 + n]])\n"
+        "        os.write(write, json.dumps([float(v[0]) for v in answer]).encode())\n"
+        "        os._exit(0)\n"
+        "    os.close(write)\n"
+        "    children.append((pid, read))\n"
+        "answers = []\n"
+        "for pid, read in children:\n"
+        "    answers.append(json.loads(os.read(read, 1000)))\n"
+        "    assert os.waitpid(pid, 0)[1] == 0\n"
+        "print(json.dumps(answers))\n"
+    )
+    assert run_fresh(code) == [[2.5, 4.0], [2.5, 4.5]]
 
 
 def test_app_modules_import_without_threads_or_the_app():

@@ -221,3 +221,52 @@ def test_xgboost_answers_as_through_a_dmatrix(tmp_path, params):
     assert [predictor.predict(rows[i:i + 1])[0] for i in range(20)] == want[:20]
     listed = [[None if np.isnan(v) else float(v) for v in row] for row in rows[:20].tolist()]
     assert predictor.predict(listed) == want[:20]
+
+
+_LOAD_THREADS = """
+import os, sys, threading
+import xgboost
+import predictors
+from predictors.base import PredictorOptions
+from predictors.xgboost import XGBoostPredictor
+
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+
+before = tasks()
+predictor, _ = predictors.load(sys.argv[1], options=PredictorOptions(xgboost_nthread=1))
+serial = tasks()
+seen = []
+other = threading.Thread(target=lambda: seen.append(xgboost.get_config()["nthread"]))
+other.start()
+other.join()
+# XGBoost's default (every core) in a fresh thread, for contrast: its parse starts OpenMP threads.
+loader = threading.Thread(target=lambda: XGBoostPredictor.from_path(sys.argv[1]))
+loader.start()
+loader.join()
+print(before, serial, tasks(), seen[0], predictor.predict([[0.5, -0.5, 0.1]])[0])
+"""
+
+
+def test_a_booster_loads_on_xgboost_nthread_threads_only_in_the_loading_thread(tmp_path):
+    """An XGBoost load with xgboost_nthread=1 starts no OpenMP threads, and leaves XGBoost's
+    global thread count of other threads at its default; in a fresh process (OpenMP's threads,
+    once started, stay)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import xgboost as xgb
+
+    booster = modelkit.xgboost_model(tmp_path, rounds=40)
+    done = subprocess.run([sys.executable, "-c", _LOAD_THREADS, str(tmp_path)],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                          timeout=300, check=True)
+    before, serial, parallel, others, answer = done.stdout.split()
+    assert int(serial) == int(before)
+    assert int(others) == 0
+    want = booster.predict(xgb.DMatrix(np.array([[0.5, -0.5, 0.1]], dtype=np.float32)))[0]
+    assert float(answer) == pytest.approx(float(want))
+    if len(os.sched_getaffinity(0)) > 1:  # with one CPU XGBoost's default is one thread too
+        assert int(parallel) > int(serial)
