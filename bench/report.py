@@ -261,8 +261,9 @@ This run: `{command}`.
   MLEMU_MAX_LOADED_VERSIONS at half the versions, alone (bench/many.py). Then
   {results.get('many', {}).get('thousand', {}).get('versions', '-')} versions of mixed frameworks
   (LogisticRegression, RandomForest, XGBoost, one TensorFlow) with MLEMU_MAX_LOADED_MB at half
-  their estimated memory against one version: ready, PSS, spread p50, models.list p50, and the
-  first load against the reload of an evicted version per framework (bench/thousand.py).
+  their estimated memory against one version: ready, PSS, spread p50 (against one version per
+  model shape, sent the same sequence of shapes), models.list p50, and the first load against
+  the reload of an evicted version per framework (bench/thousand.py).
 - RandomForest c=1 with and without batching: both mlemu servers up, taking turns
   ({plan['ab_rounds']} alternating runs each; at c=1 the idle one takes no CPU); median p50s.
 - LogisticRegression with metrics on and off (c=1, 8, 64): mlemu and mlemu-nometrics up side by

@@ -4,23 +4,23 @@ phase), against the same server with one of them.
 The layout (bench/notes/thousand.md): N versions (1,000 in the full run), each its own model;
 every tenth from the fourth a RandomForest, every tenth from the eighth an XGBoost booster, the
 middle one the TensorFlow SavedModel, the rest LogisticRegression. Forests (10-80 trees, depth
-4-8) and boosters (10-80 rounds) come from a few trained templates copied into each version's
-directory, so sizes vary and every version is a model of its own on disk.
+4-8) and boosters (10-80 rounds) are trained templates copied into each version's directory.
 
-Layouts: `one` (the first version): its time to ready and idle PSS. `frameworks` (the first
-version of each framework) and `all` (every version, no cap: all stay loaded), both up and taking
-turns, sent the same sequence of frameworks (`all` every version in turn; `frameworks` the
-version of the same framework in its place): the spread c=8 p50 of many versions against few,
-with the same model work. `capped`, alone: every version with MLEMU_MAX_LOADED_MB at half the
-layout's estimated total (registry/footprint.py) and the count cap off, so the memory cap binds
-and the set does not fit. Of `capped`: time from launch to ready (/readyz and a correct answer
-from the last version, which loads on demand) against `one`; PSS once the background warm-up
-settled (estimated loaded bytes unchanged for 3 s) and after its spread load (every version in
-turn: the worst case for least-recently-used, every request reloads; shown, not judged);
-evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of `capped` 5 s
-after its load - PSS of `frameworks` 5 s after its load) / workers: what the cap bounds, without the
+Layouts: `one` (the first version): its time to ready and idle PSS. `templates` (one version
+of each model shape: each forest and booster template, the TensorFlow model, one
+LogisticRegression) and `all` (every version, no cap), both up and taking turns, sent the same
+sequence of model shapes (`templates` the version of the same shape in each one's place): the
+spread c=8 p50 of many versions against few with the same model work (one version per framework
+would not: bench/notes/thousand.md). `capped`, alone: every version, MLEMU_MAX_LOADED_MB at half
+the estimated total (registry/footprint.py), the count cap off: the set does not fit. Of
+`capped`: time to ready (/readyz and a correct answer from the last version, which loads on
+demand) against `one`; PSS once the background warm-up settled (estimated loaded bytes unchanged
+for 3 s) and after its spread load (every version in turn, the worst case for LRU: shown, not
+judged); evictions; models.list p50 over its 1,000 models. Models' PSS per worker = (PSS of
+`capped` - PSS of `templates`, 5 s after their loads) / workers: what the cap bounds, without the
 frameworks' code. And, in a separate process with each framework imported first, the first load
-against the reload after eviction, per framework, in interleaved pairs (CPU time; bench/reloads.py).
+against the reload after eviction, per framework, in interleaved pairs (CPU time;
+bench/reloads.py).
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ def kind_of(i: int, n: int, with_tf: bool) -> str:
     if with_tf and i == n // 2:
         return "tf"
     return {3: "forest", 7: "xgb"}.get(i % 10, "logreg")
+
+
+def shape_of(kind: str, source: Path) -> str:
+    """A one-row call's model work: its template's, one for all (same-shaped) LogisticRegressions."""
+    return kind if kind == "logreg" else str(source)
 
 
 def _templates(root: Path, with_tf: bool, base: Path) -> dict[str, list[Path]]:
@@ -125,15 +130,10 @@ def run(bench: Bench) -> dict[str, Any]:
         out["one"] = dict(one.result)
     finally:
         one.stop()
-    # The spread p50: `all` (every version, no cap: all stay loaded) against `frameworks` (one
-    # version of each framework) sent the same sequence of frameworks, so the two differ only in
-    # how many versions serve it; both up, taking turns.
-    one_each: dict[str, str] = {}
-    for name, kind in kinds.items():
-        one_each.setdefault(kind, name)
-    same_kinds = [one_each[kinds[name]] for name in dirs]
-    pair = [_Settled(bench, "thousand-frameworks", {k: dirs[k] for k in one_each.values()}, {},
-                     row, want, same_kinds),
+    shapes = {name: shape_of(kinds[name], sources[name]) for name in dirs}
+    one_each = {shape: name for name, shape in reversed(shapes.items())}  # the first of each
+    pair = [_Settled(bench, "thousand-templates", {k: dirs[k] for k in one_each.values()}, {},
+                     row, want, [one_each[shapes[name]] for name in dirs]),
             _Settled(bench, "thousand-all", dirs, {"MLEMU_MAX_LOADED_VERSIONS": "0"}, row, want)]
     try:
         for layout in pair:
@@ -144,7 +144,7 @@ def run(bench: Bench) -> dict[str, Any]:
         for i in range(bench.plan.ab_rounds):
             for layout in pair[i % 2:] + pair[:i % 2]:
                 runs[layout.name].append(layout.load(max(1.0, bench.plan.seconds / 2)))
-        out["frameworks"] = pair[0].finish(median_run(runs[pair[0].name]))
+        out["templates"] = pair[0].finish(median_run(runs[pair[0].name]))
         out["all"] = pair[1].finish(median_run(runs[pair[1].name]))
     finally:
         for layout in pair:
@@ -166,7 +166,7 @@ def run(bench: Bench) -> dict[str, Any]:
     workers = _workers()
     out["workers"] = workers
     out["models_pss_per_worker_mib"] = (out["capped"]["memory_settled"]["pss_mib"]
-                                        - out["frameworks"]["memory_settled"]["pss_mib"]) / workers
+                                        - out["templates"]["memory_settled"]["pss_mib"]) / workers
     out["reload"] = _reloads(dirs, kinds, sources, cap_mib)
     bench.log(f"thousand: models' PSS per worker {out['models_pss_per_worker_mib']:.0f} MiB "
               f"(cap {cap_mib}), models.list p50 {out['models_list_p50_ms']:.2f} ms, "
@@ -180,7 +180,7 @@ def report_rows(t: dict[str, Any]) -> list[tuple[str, bool, dict[str, float], fl
     n = t.get("versions")
     for layout, title in (("one", "1 version"), ("all", f"{n} mixed versions, all loaded"),
                           ("capped", f"{n} mixed versions, MLEMU_MAX_LOADED_MB={t.get('cap_mib')}"),
-                          ("frameworks", "one version per framework, the same mix")):
+                          ("templates", "one version per model shape, the same mix")):
         for label, path, scale in (("ready s", ("ready_s",), 1.0),
                                    ("idle PSS MiB (warm-up settled)", ("memory_idle", "pss_mib"), 1.0),
                                    ("c=8 spread p50 ms", ("load_c8", "p50_us"), 1e-3),

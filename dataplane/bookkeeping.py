@@ -62,6 +62,10 @@ def touch(emu: Emulator, version: Version) -> None:
         return True
 
     try:
-        emu.store.update_version(version, stamp)
+        # Quiet: no serving decision reads lastUseTime, so the stamp must not change the store's
+        # change token, which would drop every thread's cached serving versions and make the
+        # next prune read every held version. With a thousand versions served, each stamped
+        # once a minute by each worker, the token otherwise changed every few milliseconds.
+        emu.store.update_version(version, stamp, quiet=True)
     except Exception as exc:  # noqa: BLE001 - bookkeeping never fails a computed prediction
         log.warning("could not record lastUseTime of %s: %s", version.name, exc)

@@ -34,8 +34,8 @@ def get_model(store: Store, ref: ModelRef) -> Model:
 def serving_version(store: Store, ref: ModelRef) -> Version:
     """The version a predict call runs: the named one, or the model's default; READY only.
 
-    The result is shared between requests: callers must not modify it. Results are cached per
-    thread on the store (Store.per_thread: change token, {ref: version}). Every request still asks
+    The result is shared between requests: callers must not modify it. Results are cached on
+    the store (Store.scratch: change token, {ref: version}). Every request still asks
     the store whether anything changed (Store.change_token: for SQLite a word of memory every
     process shares, registry/change_signal.py), so a version deleted or changed by any worker
     stops being served at once, as with a full read; only unchanged reads are saved.
@@ -43,10 +43,12 @@ def serving_version(store: Store, ref: ModelRef) -> Version:
     token = store.change_token()
     if token is None:
         return _serving_version(store, ref)
-    cache = store.per_thread()
-    entry: tuple[object, dict[ModelRef, Version]] | None = getattr(cache, "serving", None)
+    cache = store.scratch()
+    entry: tuple[object, dict[ModelRef, Version]] | None = cache.get("serving")
     if entry is None or entry[0] != token:
-        entry = cache.serving = (token, {})
+        # A thread whose token is older than the entry's replaces it too: its read may be of
+        # the older state, kept under the older token, so it only costs the others a miss.
+        entry = cache["serving"] = (token, {})
     version = entry[1].get(ref)
     if version is None:
         version = entry[1][ref] = _serving_version(store, ref)  # errors are never cached

@@ -78,7 +78,7 @@ class SqliteStore(Store):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
                 conn.execute("PRAGMA busy_timeout=30000")
-                local.conn, local.pid, local.depth = conn, os.getpid(), 0
+                local.conn, local.pid, local.depth, local.quiet = conn, os.getpid(), 0, False
             yield conn
         except (sqlite3.OperationalError, sqlite3.DataError) as exc:
             raise self.unavailable(exc) from None
@@ -103,10 +103,12 @@ class SqliteStore(Store):
                 raise self.unavailable(f"{path} is read-only")
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, quiet: bool = False) -> Iterator[None]:
         with self._conn() as conn:
             local = self._local
             if local.depth:
+                if not quiet:  # a loud write inside a quiet transaction makes it loud
+                    local.quiet = False
                 local.depth += 1
                 try:
                     yield
@@ -114,7 +116,7 @@ class SqliteStore(Store):
                     local.depth -= 1
                 return
             conn.execute("BEGIN IMMEDIATE")
-            local.depth = 1
+            local.depth, local.quiet = 1, quiet
             try:
                 yield
             except BaseException:
@@ -125,6 +127,7 @@ class SqliteStore(Store):
             finally:
                 local.depth = 0
                 self._wrote(committed=True)
+                local.quiet = False
 
     def _check(self, kind: str) -> None:
         if kind not in KINDS:
@@ -191,10 +194,19 @@ class SqliteStore(Store):
 
     def _wrote(self, committed: bool) -> None:
         """A write; every process is signalled once it is committed (a statement outside a
-        transaction at once, one inside at the transaction's end)."""
+        transaction at once, one inside at the transaction's end), unless the transaction is
+        quiet: then the change token stays (PRAGMA data_version, where there is no signal file,
+        still changes for other connections)."""
+        if self._local.quiet:
+            return
         self._writes += 1
         if committed and self._signal is not None:
             self._signal.signal()
+
+    def tokens_shared(self) -> bool:
+        # The signal file's value and this process's write count are the same in every thread;
+        # PRAGMA data_version (without the file) is per connection, and so per thread.
+        return self._signal is not None
 
     def change_token(self) -> object | None:
         if self._signal is not None:

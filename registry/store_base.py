@@ -39,8 +39,10 @@ class Store(abc.ABC):
     """Generic document storage: kind -> name -> JSON body, with a parent for listing."""
 
     @abc.abstractmethod
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """Serialise a read-check-write sequence against every other writer (reentrant)."""
+    def transaction(self, *, quiet: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Serialise a read-check-write sequence against every other writer (reentrant).
+        `quiet`: bookkeeping that nothing cached by the change token depends on (lastUseTime):
+        the token need not change for it (a nested loud transaction still changes it)."""
 
     @abc.abstractmethod
     def get(self, kind: str, name: str) -> dict[str, Any] | None: ...
@@ -82,21 +84,39 @@ class Store(abc.ABC):
     def close(self) -> None:
         """Release connections."""
 
-    def per_thread(self) -> threading.local:
-        """Per-thread scratch space of this store's readers (registry/lookup.py caches serving
-        versions there), so it lives and dies with the store, not with the process."""
+    def scratch(self) -> dict[str, Any]:
+        """Scratch space of this store's readers (registry/lookup.py caches serving versions
+        there under the change token), so it lives and dies with the store, not the process.
+        Shared by the process's threads where their change tokens agree (`tokens_shared`): a
+        version one thread read then serves every thread, so with a thousand versions a thread
+        need not read each itself; per thread otherwise, where one thread's token would only
+        evict another's entries."""
+        if self.tokens_shared():
+            shared = self.__dict__.get("_scratch")
+            if shared is None:  # dict.setdefault is atomic: racing threads get the same dict
+                shared = self.__dict__.setdefault("_scratch", {})
+            return shared  # type: ignore[no-any-return]
         local = self.__dict__.get("_per_thread")
-        if local is None:  # dict.setdefault is atomic: racing threads get the same object
+        if local is None:
             local = self.__dict__.setdefault("_per_thread", threading.local())
-        return local
+        mine: dict[str, Any] | None = getattr(local, "scratch", None)
+        if mine is None:
+            mine = local.scratch = {}
+        return mine
+
+    def tokens_shared(self) -> bool:
+        """Whether every thread of this process gets the same change token for the same state."""
+        return False
 
     def schema_version(self) -> int | None:
         """The layout recorded in the store's schema-version row (None: not recorded)."""
         return None
 
     def change_token(self) -> object | None:
-        """A value that differs after any committed change, from any process; None if the backend
-        cannot tell cheaply (then readers must not cache). Compare tokens from one thread only."""
+        """A value that differs after any committed change but quiet ones (`transaction`), from
+        any process; None if the backend cannot tell cheaply (then readers must not cache).
+        Tokens of different threads may differ for the same state (compare them only as equal
+        or not: a cache keyed by one then only misses)."""
         return None
 
     # Typed helpers shared by every backend.
@@ -125,11 +145,12 @@ class Store(abc.ABC):
         self.put("versions", version.name, version.name.rsplit("/versions/", 1)[0],
                  version.storage())
 
-    def update_version(self, version: Version, change: Callable[[Version], bool]) -> None:
+    def update_version(self, version: Version, change: Callable[[Version], bool], *,
+                       quiet: bool = False) -> None:
         """In one transaction: apply `change` to the stored copy of `version` and write it back,
         if that copy is still the same incarnation (same uid: not deleted or re-created
-        meanwhile) and `change` returns True (it made a change)."""
-        with self.transaction():
+        meanwhile) and `change` returns True (it made a change). `quiet`: see `transaction`."""
+        with self.transaction(quiet=quiet):
             current = self.get_version(version.name)
             if current is not None and current.uid == version.uid and change(current):
                 self.put_version(current)

@@ -119,7 +119,8 @@ class PostgresStore(Store):
     # --- Store ---------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, quiet: bool = False) -> Iterator[None]:
+        # `quiet` changes nothing here: this backend has no change token (readers never cache).
         self._conns.after_fork()
         local = self._conns.local
         if getattr(local, "conn", None) is not None:

@@ -100,16 +100,16 @@ def build_routes(doc: dict[str, Any]) -> Routes:
 
 
 def routes(store: Store, endpoint: str) -> Routes | None:
-    """The endpoint's routes (None: no such endpoint); cached per thread while the store's
-    change token stays the same."""
+    """The endpoint's routes (None: no such endpoint); cached on the store (Store.scratch)
+    while its change token stays the same."""
     token = store.change_token()
     if token is None:
         doc = store.get(vr.ENDPOINTS, endpoint)
         return None if doc is None else build_routes(doc)
-    cache = store.per_thread()
-    entry: tuple[object, dict[str, Routes | None]] | None = getattr(cache, "vertex_routes", None)
+    cache = store.scratch()
+    entry: tuple[object, dict[str, Routes | None]] | None = cache.get("vertex_routes")
     if entry is None or entry[0] != token:
-        entry = cache.vertex_routes = (token, {})
+        entry = cache["vertex_routes"] = (token, {})
     if endpoint not in entry[1]:
         doc = store.get(vr.ENDPOINTS, endpoint)
         entry[1][endpoint] = None if doc is None else build_routes(doc)

@@ -65,3 +65,27 @@ def test_ml_v1_lists_a_generator_and_logs_it(client: Any) -> None:
     assert answer.status_code == 200, answer.get_data(as_text=True)
     assert answer.get_json() == {"predictions": ["a", "b"]}
     assert logged(client) == [({"instances": ["stream: a b"]}, {"predictions": ["a", "b"]})]
+
+
+def test_stamping_last_use_time_keeps_the_serving_cache(make_app: Any, tmp_path: Path) -> None:
+    # lastUseTime is written quietly: a thousand versions each stamped once a minute by each
+    # worker otherwise changed the store's change token every few milliseconds, and every
+    # change drops the cached serving versions (registry/lookup.py) and makes the next prune
+    # read every held version.
+    from core.payloads import ModelRef
+    from registry import lookup
+
+    modelkit.sklearn_model(tmp_path / "sk", "linreg", features=2)
+    config = modelkit.bootstrap_file(tmp_path / "b.yaml", {"sk": {"versions": {"v1": {
+        "deploymentUri": str(tmp_path / "sk")}}}}, project="mlemu")
+    client = make_app(config, default_project="mlemu")
+    store, url = client.emu.store, "/v1/projects/mlemu/models/sk/versions/v1"
+    assert client.post(f"{url}:predict", json={"instances": [[1.0, 2.0]]}).status_code == 200
+    cached = lookup.serving_version(store, ModelRef("mlemu", "sk", "v1"))
+    token = store.change_token()
+    client.emu.last_use.clear()  # the next prediction stamps again
+    assert client.post(f"{url}:predict", json={"instances": [[1.0, 2.0]]}).status_code == 200
+    assert client.emu.last_use  # it did stamp...
+    assert client.get(url).get_json()["lastUseTime"]  # ...the stored version...
+    assert store.change_token() == token  # ...without a change serving readers must see
+    assert lookup.serving_version(store, ModelRef("mlemu", "sk", "v1")) is cached

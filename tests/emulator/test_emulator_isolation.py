@@ -57,8 +57,8 @@ def test_two_emulators_in_one_process_share_nothing(tmp_path: Path) -> None:
     assert set(emu1.last_use) == set(emu2.last_use) == {sk.resource_name}
     assert emu1.last_use is not emu2.last_use
     # The serving-version cache (registry/lookup.py) is kept per store.
-    assert emu1.store.per_thread().serving[1] and emu2.store.per_thread().serving[1]
-    assert emu1.store.per_thread() is not emu2.store.per_thread()
+    assert emu1.store.scratch()["serving"][1] and emu2.store.scratch()["serving"][1]
+    assert emu1.store.scratch() is not emu2.store.scratch()
 
     # Operation handlers are registered on each emulator's own task runner...
     assert emu1.tasks.handler("CREATE_VERSION") is not None
