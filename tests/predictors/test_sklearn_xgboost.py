@@ -228,7 +228,6 @@ import os, sys, threading
 import xgboost
 import predictors
 from predictors.base import PredictorOptions
-from predictors.xgboost import XGBoostPredictor
 
 def tasks():
     return len(os.listdir("/proc/self/task"))
@@ -240,10 +239,11 @@ seen = []
 other = threading.Thread(target=lambda: seen.append(xgboost.get_config()["nthread"]))
 other.start()
 other.join()
-# XGBoost's default (every core) in a fresh thread, for contrast: its parse starts OpenMP threads.
-loader = threading.Thread(target=lambda: XGBoostPredictor.from_path(sys.argv[1]))
-loader.start()
-loader.join()
+# For contrast, a parse on every core, in this thread (libgomp ends a thread's OpenMP team when
+# that thread exits, so a team started in a thread that has ended may already be gone): its
+# parse starts OpenMP threads.
+with xgboost.config_context(nthread=len(os.sched_getaffinity(0))):
+    xgboost.Booster(model_file=os.path.join(sys.argv[1], "model.bst"))
 print(before, serial, tasks(), seen[0], predictor.predict([[0.5, -0.5, 0.1]])[0])
 """
 
