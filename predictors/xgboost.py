@@ -99,8 +99,8 @@ class XGBoostPredictor(Predictor):
 
     @classmethod
     def load_configured(cls, model_dir: str, options: PredictorOptions) -> Predictor:
-        """`from_path` with XGBoost's global thread count at `xgboost_nthread` (module docstring;
-        0 keeps XGBoost's default), then `configure`."""
+        """The base class's load with XGBoost's global thread count at `xgboost_nthread` (module
+        docstring; 0 keeps XGBoost's default)."""
         nthread = int(options.xgboost_nthread)
         if nthread <= 0:
             return super().load_configured(model_dir, options)
@@ -111,9 +111,7 @@ class XGBoostPredictor(Predictor):
         # the context cannot put back the default 0 (XGBoost 3.2 keeps the last positive value
         # in this thread); every XGBoost call of this module passes its thread count itself.
         with xgboost.config_context(nthread=nthread):
-            predictor = cls.from_path(model_dir)
-        predictor.configure(options)
-        return predictor
+            return super().load_configured(model_dir, options)
 
     @classmethod
     def from_path(cls, model_dir: str) -> XGBoostPredictor:

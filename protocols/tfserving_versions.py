@@ -71,18 +71,14 @@ def numbered(emu: Emulator, model_name: str) -> dict[int, Version]:
 
 def latest_ready(emu: Emulator, model_name: str) -> str | None:
     """The id of the highest numbered READY version of a model (None: it has none). Cached on
-    the store (Store.scratch) until it changes, as registry/lookup.py caches the serving version, so a
+    the store (Store.memo) until it changes, as registry/lookup.py caches the serving version, so a
     versionless request costs no listing of the model's versions."""
-    token = emu.store.change_token()
-    if token is None:
+    memo: dict[str, str | None] | None = emu.store.memo("tfserving_latest")
+    if memo is None:
         return _latest_ready(emu, model_name)
-    cache = emu.store.scratch()
-    entry: tuple[object, dict[str, str | None]] | None = cache.get("tfserving_latest")
-    if entry is None or entry[0] != token:
-        entry = cache["tfserving_latest"] = (token, {})
-    if model_name not in entry[1]:
-        entry[1][model_name] = _latest_ready(emu, model_name)
-    return entry[1][model_name]
+    if model_name not in memo:
+        memo[model_name] = _latest_ready(emu, model_name)
+    return memo[model_name]
 
 
 def _latest_ready(emu: Emulator, model_name: str) -> str | None:

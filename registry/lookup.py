@@ -35,23 +35,17 @@ def serving_version(store: Store, ref: ModelRef) -> Version:
     """The version a predict call runs: the named one, or the model's default; READY only.
 
     The result is shared between requests: callers must not modify it. Results are cached on
-    the store (Store.scratch: change token, {ref: version}). Every request still asks
+    the store (Store.memo: {ref: version} under the change token). Every request still asks
     the store whether anything changed (Store.change_token: for SQLite a word of memory every
     process shares, registry/change_signal.py), so a version deleted or changed by any worker
     stops being served at once, as with a full read; only unchanged reads are saved.
     """
-    token = store.change_token()
-    if token is None:
+    memo: dict[ModelRef, Version] | None = store.memo("serving")
+    if memo is None:
         return _serving_version(store, ref)
-    cache = store.scratch()
-    entry: tuple[object, dict[ModelRef, Version]] | None = cache.get("serving")
-    if entry is None or entry[0] != token:
-        # A thread whose token is older than the entry's replaces it too: its read may be of
-        # the older state, kept under the older token, so it only costs the others a miss.
-        entry = cache["serving"] = (token, {})
-    version = entry[1].get(ref)
+    version = memo.get(ref)
     if version is None:
-        version = entry[1][ref] = _serving_version(store, ref)  # errors are never cached
+        version = memo[ref] = _serving_version(store, ref)  # errors are never cached
     return version
 
 

@@ -104,6 +104,20 @@ class Store(abc.ABC):
             mine = local.scratch = {}
         return mine
 
+    def memo(self, name: str) -> dict[Any, Any] | None:
+        """The readers' cache `name` for the store's current change token, emptied whenever the
+        token changes (None: the backend has no token, so nothing may be cached). A thread whose
+        token is older than the cached one's replaces it too: its read may be of the older state,
+        kept under the older token, so it only costs the others a miss."""
+        token = self.change_token()
+        if token is None:
+            return None
+        cache = self.scratch()
+        entry: tuple[object, dict[Any, Any]] | None = cache.get(name)
+        if entry is None or entry[0] != token:
+            entry = cache[name] = (token, {})
+        return entry[1]
+
     def tokens_shared(self) -> bool:
         """Whether every thread of this process gets the same change token for the same state."""
         return False

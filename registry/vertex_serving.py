@@ -100,20 +100,16 @@ def build_routes(doc: dict[str, Any]) -> Routes:
 
 
 def routes(store: Store, endpoint: str) -> Routes | None:
-    """The endpoint's routes (None: no such endpoint); cached on the store (Store.scratch)
+    """The endpoint's routes (None: no such endpoint); cached on the store (Store.memo)
     while its change token stays the same."""
-    token = store.change_token()
-    if token is None:
+    memo: dict[str, Routes | None] | None = store.memo("vertex_routes")
+    if memo is None or endpoint not in memo:
         doc = store.get(vr.ENDPOINTS, endpoint)
-        return None if doc is None else build_routes(doc)
-    cache = store.scratch()
-    entry: tuple[object, dict[str, Routes | None]] | None = cache.get("vertex_routes")
-    if entry is None or entry[0] != token:
-        entry = cache["vertex_routes"] = (token, {})
-    if endpoint not in entry[1]:
-        doc = store.get(vr.ENDPOINTS, endpoint)
-        entry[1][endpoint] = None if doc is None else build_routes(doc)
-    return entry[1][endpoint]
+        found = None if doc is None else build_routes(doc)
+        if memo is None:
+            return found
+        memo[endpoint] = found
+    return memo[endpoint]
 
 
 def parse_serving_key(key: str) -> tuple[str, str] | None:
