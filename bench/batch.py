@@ -41,7 +41,6 @@ alternates round by round, so drifting load on a shared machine hits each alike.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -62,7 +61,7 @@ sys.path.insert(0, str(HERE.parent))
 from batch.launcher import Run  # noqa: E402 - after the path set-up above
 from batch.runners import Runners  # noqa: E402
 from batch.spec import JobSpec  # noqa: E402
-from bench import measure, models  # noqa: E402
+from bench import jobwatch, models  # noqa: E402
 
 BATCH_SIZE = 64
 
@@ -129,32 +128,10 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
                    model_dir=str(model_dir), batch_size=BATCH_SIZE, workers=workers)
     started = time.perf_counter()
     run = Run(spec, work, runners)
-    peak = [0.0, 0.0]  # RSS, PSS (forked workers share their fork server's pages)
-    workers: dict[int, float] = {}  # Beam worker pid -> CPU seconds last seen
-    before_workers = [0.0, 0.0]  # the pipeline process's CPU and wait when a worker appeared
-    threads: dict[int, dict[int, tuple[int, int]]] = {}  # pid -> tid -> (CPU, wait) last seen
-
-    def sample() -> None:  # beside the wait, so the end is timed exactly (not to a poll)
-        tick = 0
-        while run.proc.returncode is None:
-            with contextlib.suppress(Exception):
-                if tick % 5 == 0:  # every 0.5 s: light, not to slow the workers it watches
-                    mem = measure.memory(run.proc.pid)
-                    peak[0] = max(peak[0], mem["rss_mib"])
-                    peak[1] = max(peak[1], mem["pss_mib"])
-                root = _process_cpu(run.proc.pid)
-                _thread_times(run.proc.pid, threads)
-                for pid in measure.tree(run.proc.pid)[1:]:
-                    role = _role(pid, run.proc.pid)
-                    if role == "worker":
-                        workers[pid] = _process_cpu(pid)
-                        _thread_times(pid, threads)
-                if not workers:
-                    before_workers[:] = root, _busiest_wait(threads.get(run.proc.pid, {}))
-            tick += 1
-            time.sleep(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
+    watch = jobwatch.Watch(run.proc.pid, workers if spec.forked_workers else 0)
+    # Beside the wait, so the end is timed exactly (not to a poll).
+    sampler = threading.Thread(target=watch.run, args=(lambda: run.proc.returncode is None,),
+                               daemon=True)
     sampler.start()
     run.proc.wait()
     seconds = time.perf_counter() - started
@@ -163,42 +140,10 @@ def job(model_dir: Path, inputs: Path, work: Path, workers: int, n: int,
     if outcome.get("predictions") != n:
         raise RuntimeError(f"{workers} worker(s): {outcome}")
     cpu_s = run.proc.cpu_s
-    path = before_workers[0] + max(workers.values()) if workers else cpu_s
-    busiest = max(workers, key=workers.__getitem__) if workers else run.proc.pid
-    wait = _busiest_wait(threads.get(busiest, {})) + (before_workers[1] if workers else 0.0)
-    return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": path,
+    wait = watch.wait_s()
+    return {"rate": n / seconds, "seconds": seconds, "cpu_s": cpu_s, "path_s": watch.path_s(cpu_s),
             "wait_s": wait, "free_s": seconds - wait,
-            "peak_rss_mib": peak[0], "peak_pss_mib": peak[1]}
-
-
-def _role(pid: int, pipeline: int) -> str:
-    """"forkserver" (the pipeline process's child: batch/forkserver.py) or "worker" (a Beam SDK
-    harness the fork server forked)."""
-    ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    return "forkserver" if ppid == pipeline else "worker"
-
-
-def _thread_times(pid: int, seen: dict[int, dict[int, tuple[int, int]]]) -> None:
-    """Record each thread of `pid`'s CPU time and run-queue delay (ns, /proc schedstat) into
-    seen[pid]; a thread that has ended keeps its last figures (a worker's work thread ends
-    before the process does)."""
-    mine = seen.setdefault(pid, {})
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError):
-            cpu, wait = (task / "schedstat").read_text().split()[:2]
-            mine[int(task.name)] = (int(cpu), int(wait))
-
-
-def _busiest_wait(times: dict[int, tuple[int, int]]) -> float:
-    """Seconds the busiest thread (the most CPU: the one doing the work) was runnable but not
-    running. One thread, not their sum: a worker's gRPC threads wait for a CPU at the same time
-    as its work does."""
-    return max(times.values(), default=(0, 0))[1] / 1e9
-
-
-def _process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            "peak_rss_mib": watch.peak[0], "peak_pss_mib": watch.peak[1]}
 
 
 def _rounds(runs: dict[str, list[dict[str, float]]], rounds: int, model_dir: Path, inputs: Path,

@@ -128,10 +128,11 @@ def tree(pid: int) -> list[int]:
     return out
 
 
-def memory(pid: int) -> dict[str, float]:
-    """RSS and PSS (MiB) summed over the process tree, from /proc/PID/smaps_rollup."""
+def memory(pid: int, pids: list[int] | None = None) -> dict[str, float]:
+    """RSS and PSS (MiB) summed over the process tree (or over `pids`, a tree already found),
+    from /proc/PID/smaps_rollup."""
     rss = pss = 0
-    pids = tree(pid)
+    pids = tree(pid) if pids is None else pids
     for p in pids:
         try:
             text = Path(f"/proc/{p}/smaps_rollup").read_text()
