@@ -11,7 +11,8 @@ batch/runner.py) forks this server first thing, before it starts any thread, and
 forks one child per worker asked for
 (batch/workerpool.py asks, from Beam's StartWorker). A child runs the same entry point as Beam's
 own workers, sdk_worker_main.main, with the same environment variables
-(CONTROL_API_SERVICE_DESCRIPTOR, LOGGING_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS, WORKER_ID).
+(CONTROL_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS, WORKER_ID; no logging service: a worker
+logs to the job's log itself).
 
 Forking is safe because this process never starts gRPC (it imports the modules only; every
 channel is made by a child, after the fork) and imports no framework that starts threads:
@@ -51,6 +52,8 @@ from batch.runners import end_child
 from batch.spec import JobSpec
 
 PR_SET_PDEATHSIG = 1
+#: Longest interval between two looks at whether the fork server has exited.
+REAP_POLL_S = 0.01
 #: What every worker imports before its first bundle: Beam's harness and the pipeline's DoFns.
 BEAM_MODULES = ("apache_beam.runners.worker.sdk_worker_main", "batch.pipeline")
 
@@ -166,7 +169,10 @@ class _Forked:
         self._reaping = threading.Lock()
 
     def wait(self, timeout: float | None = None) -> int:
+        # Polled (two threads may wait). A job's end waits here (ForkServer.close; the server
+        # exits a millisecond or two after its stdin's end): the first looks come soon.
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause = REAP_POLL_S / 16
         while True:
             with self._reaping:  # two threads wait (the reply reader and close)
                 if self.returncode is None:
@@ -177,8 +183,8 @@ class _Forked:
                     return self.returncode
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired("batch.forkserver", timeout or 0)
-            else:
-                time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(pause * 2, REAP_POLL_S)
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -215,10 +221,7 @@ def _run_worker(env: dict[str, str], server: int, replies: int) -> None:
         os.dup2(2, 1)  # stdout is the reply pipe: worker output goes to the pipeline's log
         os.close(null)
         os.environ.update(env)
-        # Beam's import logged a warning through logging.warning, which gave the root logger a
-        # stderr handler; the harness sends its records to the runner, which logs them at the
-        # pipeline's level (FnApiLogRecordHandler; BasicLoggingService in worker_handlers.py).
-        logging.getLogger().handlers.clear()
+        _log_to_stderr()
         from apache_beam.runners.worker import sdk_worker_main
 
         sdk_worker_main.main([])
@@ -230,6 +233,21 @@ def _run_worker(env: dict[str, str], server: int, replies: int) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _log_to_stderr() -> None:
+    """A worker's log records go to its stderr, the job's log (batch/workerpool.py gives it no
+    logging service), at the job process's level (WARNING, batch/job.py): what Beam's logging
+    service re-logged there (BasicLoggingService, apache_beam/runners/portability/fn_api_runner/
+    worker_handlers.py). The handler inherited from the job's process gives way to one naming
+    the worker."""
+    root = logging.getLogger()
+    root.handlers.clear()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(
+        f"%(levelname)s:batch worker {os.getpid()}:%(name)s:%(message)s"))
+    root.addHandler(handler)
 
 
 def serve(modules: list[str], parent: int, requests: BinaryIO, replies: BinaryIO) -> int:

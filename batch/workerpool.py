@@ -36,10 +36,14 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):  # type
         self.workers: dict[str, int] = {}
 
     def StartWorker(self, request: Any, context: Any = None) -> Any:  # gRPC's method name
+        # No LOGGING_API_SERVICE_DESCRIPTOR: a worker forked here writes its log records to the
+        # job's log itself (batch/forkserver.py), where the runner's logging service would have
+        # put them, so it opens no logging stream to the runner. Beam's sdk_worker_main makes
+        # its FnApiLogRecordHandler only when that variable is set (apache_beam/runners/worker/
+        # sdk_worker_main.py, create_harness); the stream costs each worker a channel to wait
+        # for at its start and a reader thread that wakes, and needs the GIL, while it works.
         env = {"CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
                    request.control_endpoint),
-               "LOGGING_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
-                   request.logging_endpoint),
                "PIPELINE_OPTIONS": self.pipeline_options,
                "WORKER_ID": request.worker_id}
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -136,3 +137,38 @@ def test_a_framework_failing_to_import_fails_the_job(tmp_path: Path, runs: list[
     assert run.result() == {"error": "The batch prediction runner could not import "
                                      "sklearn.base: ImportError: this scikit-learn is broken"}
     assert run.proc is None
+
+
+LOGGING_PREDICTOR = '''
+import logging
+
+
+class LoggingPredictor:
+    @classmethod
+    def from_path(cls, model_dir):
+        return cls()
+
+    def predict(self, instances, **kwargs):
+        logging.getLogger("mlemu.test").info("an info record: below the job's level")
+        logging.getLogger("mlemu.test").warning("predicting %d instances", len(instances))
+        return [sum(row) for row in instances]
+'''
+
+
+def test_a_workers_warnings_reach_the_jobs_log(tmp_path: Path, runs: list[Run]) -> None:
+    """Forked workers open no logging stream to the runner (batch/workerpool.py): they write
+    their records to the job's log themselves, at the job's level, naming the worker."""
+    spec, data = _job(tmp_path, 40)
+    (tmp_path / "pkg" / "logging_predictor.py").write_text(LOGGING_PREDICTOR)
+    spec.prediction_class, spec.batch_size = "logging_predictor.LoggingPredictor", 10
+    run = Run(spec, tmp_path / "work")
+    runs.append(run)
+    assert run.proc.wait(timeout=120) == 0
+    assert run.result() == {"predictions": 40, "errors": 0}
+    log = (tmp_path / "work" / "pipeline.log").read_text()
+    pids = re.findall(r"^WARNING:batch worker (\d+):mlemu\.test:predicting 10 instances$", log,
+                      re.M)
+    assert len(pids) == 4, log  # one line per model call, 40 rows in batches of 10
+    assert str(run.proc.pid) not in pids  # written by the workers, not by the job's process
+    assert "an info record" not in log
+    assert "LogEntry" not in log and "log_location" not in log  # not relayed by the runner
