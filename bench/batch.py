@@ -16,8 +16,8 @@ bench (`python -m bench`) runs it too, with 1,000,000 instances.
   runner that imported Beam and the framework; DirectRunner, 1 worker in memory, 2 forked by the
   job's fork server), from the hand-over to the end of the last shard. One untimed job first
   warms the runner, as a server's first job of a framework does. The peak resident memory of
-  the pipeline's process tree is sampled every 0.5 s (bounded memory: no worker holds the whole
-  input).
+  the pipeline's process tree is sampled once a second (bench/jobwatch.py, which says what it
+  reads and why so little; bounded memory: no worker holds the whole input).
 - cpu_s: CPU time (user + sys) of each run: the floor's own, a job's whole process tree (every
   Beam worker is a waited-for descendant of the job's process, whose runner reports its
   rusage). On a shared machine
