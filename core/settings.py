@@ -67,9 +67,10 @@ class Settings:
     #: unloaded and reloads on demand (registry/deployments.py). 0: no bound. 256 holds 200 small
     #: scikit-learn versions while bounding a laptop's memory when models are large.
     max_loaded_versions: int = 256
-    #: Most estimated MiB of models each serving process keeps loaded (registry/footprint.py);
-    #: beyond it the least recently used versions are unloaded. 0: no bound (the count above
-    #: bounds memory; docs/performance.md says why this is off by default).
+    #: Most estimated MiB of models each serving process keeps loaded, with what versions it
+    #: loaded before still hold (registry/footprint.py); beyond it the least recently used
+    #: versions are unloaded. 0: no bound (the count above bounds memory; docs/performance.md
+    #: says why this is off by default).
     max_loaded_mb: int = 0
     #: Bootstrap versions each serving process loads before it reports ready; the rest load in
     #: the background while the caps leave room, and on demand (emulator warm_up).

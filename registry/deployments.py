@@ -9,11 +9,12 @@ does not reload on every request. Callers look the version up in the store on ev
 a version deleted through another process or instance stops serving here at once.
 
 Memory is bounded per process by two caps: on loaded versions (MLEMU_MAX_LOADED_VERSIONS) and
-on their estimated memory (MLEMU_MAX_LOADED_MB; registry/footprint.py says how a version is
-sized and which versions go). Loading one more than a cap allows unloads the least recently used
-ones, which load again on their next request. An unloaded predictor is not closed: it is only
-forgotten here, so a request (or a batch) already using it finishes normally and its memory is
-freed when the last of them lets go.
+on their estimated memory plus what versions loaded before still hold (MLEMU_MAX_LOADED_MB;
+registry/footprint.py says how a version is sized, what it leaves and which versions go).
+Loading one more than a cap allows unloads the least recently used ones, which load again on
+their next request. An unloaded predictor is not closed: it is only forgotten here, so a
+request (or a batch) already using it finishes normally and its memory is freed when the last
+of them lets go.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 import predictors
 from core.errors import ApiError, ModelLoadError
 from observability import instrument
-from observability.metrics import Instruments, short_names
+from observability.metrics import Instruments, multiprocess, short_names
 from predictors.base import Predictor, PredictorOptions
 from predictors.batching import Batchers
 from predictors.container import ContainerHost
@@ -61,7 +62,7 @@ class Deployments:
                  gcs: GcsCache | None = None, options: PredictorOptions | None = None,
                  max_loaded: int = 0, instruments: Instruments | None = None,
                  containers: ContainerHost | None = None, max_bytes: int = 0,
-                 sizer: Sizer | None = None) -> None:
+                 sizer: Sizer | None = None, residue: int | None = None) -> None:
         self._package_cache = package_cache
         #: Runs Vertex AI custom containers' commands (None: they do not load).
         self.containers = containers
@@ -79,6 +80,9 @@ class Deployments:
         #: Most estimated bytes of loaded predictors at once (0: no bound); see the module docstring.
         self.max_bytes = max_bytes
         self._sizer = sizer or self._measured_size
+        #: Bytes each version loaded before but not now still holds (footprint.RESIDUE).
+        self.residue = (footprint.residue(instruments is not None, multiprocess())
+                        if residue is None else residue)
         #: Version name -> estimate recorded by load_version (taken by _measured_size under the
         #: version's load lock).
         self._sizes: dict[str, int] = {}
@@ -171,7 +175,8 @@ class Deployments:
                        if not isinstance(e.value, ApiError) and name != keep}
             names = footprint.evictions([(e.used, name, e.size) for name, e in entries.items()],
                                         kept.size if kept is not None else 0,
-                                        self.max_loaded, self.max_bytes)
+                                        self.max_loaded, self.max_bytes,
+                                        self._residue_count(len(entries) + 1), self.residue)
             for name in names:
                 entry = entries[name]
                 if self._entries.get(name) is entry:
@@ -185,7 +190,7 @@ class Deployments:
         # Not closed: a request or batch may still be running on it (module docstring).
         for name in names:
             log.info("unloaded %s: least recently used of more than %s; it reloads on its next "
-                     "request", name, self._caps())
+                     "request", name, footprint.caps_text(self.max_loaded, self.max_bytes))
 
     def trim(self, release: Callable[[], object] = footprint.release_freed_memory) -> bool:
         """After predictors were unloaded (by the caps, or dropped), forget what the metrics kept
@@ -207,14 +212,6 @@ class Deployments:
         names = [name for name, lock in list(self._locks.items()) if lock.locked()]
         return {short_names(name) for name in [*list(self._entries), *names]}
 
-    def _caps(self) -> str:
-        caps = []
-        if self.max_loaded > 0:
-            caps.append(f"{self.max_loaded} loaded versions (MLEMU_MAX_LOADED_VERSIONS)")
-        if self.max_bytes > 0:
-            caps.append(f"{self.max_bytes / 2**20:.0f} MiB of loaded models (MLEMU_MAX_LOADED_MB)")
-        return " or ".join(caps)
-
     def _size_of(self, version: Version, predictor: Predictor) -> int:
         try:
             return max(0, int(self._sizer(version, predictor)))
@@ -225,10 +222,15 @@ class Deployments:
         """The estimated memory of the predictors loaded now."""
         return sum(e.size for e in list(self._entries.values()))
 
+    def _residue_count(self, loaded: int) -> int:
+        """Versions holding a residue: all this process set out to load (a lock each) but these."""
+        return max(0, len(self._locks) - loaded)
+
     def has_room(self) -> bool:
         """Whether one more version loads without unloading another (what warm-up asks)."""
         sizes = [e.size for e in list(self._entries.values()) if not isinstance(e.value, ApiError)]
-        return footprint.has_room(len(sizes), sum(sizes), self.max_loaded, self.max_bytes)
+        held = self._residue_count(len(sizes)) * self.residue
+        return footprint.has_room(len(sizes), sum(sizes) + held, self.max_loaded, self.max_bytes)
 
     def drop(self, name: str, uid: str | None = None) -> None:
         """Unload `name` (only the incarnation `uid`, when given)."""

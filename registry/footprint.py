@@ -22,6 +22,16 @@ from collections.abc import Iterable
 #: loaded LogisticRegression version in bench/many.py: well under this).
 OVERHEAD = 256 * 1024
 
+#: Bytes a version that was loaded in a process and then unloaded still holds there, counted
+#: against the byte cap beside the loaded models, by how the process keeps its metrics
+#: (measured with bench/retained.py as traced bytes per version served and unloaded, plus its
+#: series left in the mapped metric file, rounded up: bench/notes/thousand.md, "The residue"):
+#: in multiprocess mode (`app.py serve`) its series leave the mapped file for an archive file
+#: on disk and what stays is bookkeeping (its load lock, the name the cap unloaded, its
+#: lastUseTime throttle, its serving-lookup cache entry) and its loaded gauge; in one process its
+#: metric label children hold its values and stay; with metrics off only the bookkeeping.
+RESIDUE = {"multiprocess": 6 * 1024, "one process": 40 * 1024, "metrics off": 2 * 1024}
+
 #: (fixed bytes, bytes per byte on disk) a loaded model takes, by the version's framework (""
 #: for custom code, whose model files say little about what its class builds from them).
 FACTORS: dict[str, tuple[int, float]] = {
@@ -59,18 +69,28 @@ def estimate(model_dir: str, framework: str) -> int:
     return OVERHEAD + fixed + int(disk_size(model_dir) * factor)
 
 
+def residue(metrics: bool, multiprocess: bool) -> int:
+    """What each version loaded and then unloaded still holds (RESIDUE) in such a process."""
+    if not metrics:
+        return RESIDUE["metrics off"]
+    return RESIDUE["multiprocess" if multiprocess else "one process"]
+
+
 def evictions(others: Iterable[tuple[int, str, int]], kept_bytes: int, max_count: int,
-              max_bytes: int) -> list[str]:
+              max_bytes: int, unloaded: int = 0, residue: int = 0) -> list[str]:
     """Which loaded versions to unload after one was loaded, least recently used first.
 
     `others` are the other loaded versions as (last use, name, estimated bytes); `kept_bytes` is
     the estimate of the one just loaded, which always stays (a version that alone exceeds
     `max_bytes` still serves: every other is unloaded and it is the first to go at the next
-    load). A bound of 0 is no bound.
+    load). `unloaded` versions the process loaded before hold `residue` bytes each, and so does
+    each version unloaded now: they count against `max_bytes` too, so the more versions a
+    process has served, the less room its loaded models get (when the residue alone is over
+    the cap, only the version just loaded stays). A bound of 0 is no bound.
     """
     ordered = sorted(others)
     count = len(ordered) + 1
-    total = kept_bytes + sum(size for _, _, size in ordered)
+    total = kept_bytes + sum(size for _, _, size in ordered) + unloaded * residue
     out = []
     for _, name, size in ordered:
         over_count = max_count > 0 and count > max_count
@@ -79,13 +99,24 @@ def evictions(others: Iterable[tuple[int, str, int]], kept_bytes: int, max_count
             break
         out.append(name)
         count -= 1
-        total -= size
+        total -= size - residue
     return out
 
 
 def has_room(count: int, total: int, max_count: int, max_bytes: int) -> bool:
-    """Whether another version may be loaded without unloading one (warm-up stops when not)."""
+    """Whether another version may be loaded without unloading one (warm-up stops when not);
+    `total` counts the unloaded versions' residue too."""
     return (max_count <= 0 or count < max_count) and (max_bytes <= 0 or total < max_bytes)
+
+
+def caps_text(max_count: int, max_bytes: int) -> str:
+    """The caps in force, for the log line of an unload."""
+    caps = []
+    if max_count > 0:
+        caps.append(f"{max_count} loaded versions (MLEMU_MAX_LOADED_VERSIONS)")
+    if max_bytes > 0:
+        caps.append(f"{max_bytes / 2**20:.0f} MiB of loaded models (MLEMU_MAX_LOADED_MB)")
+    return " or ".join(caps)
 
 
 def release_freed_memory() -> bool:

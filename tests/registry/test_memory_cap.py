@@ -64,8 +64,9 @@ def test_an_estimate_reads_the_files_with_the_frameworks_factor(tmp_path: Path) 
 def sized(tmp_path: Path, sizes: dict[str, int], max_bytes: int,
           max_loaded: int = 0) -> tuple[Deployments, Counting]:
     loader = Counting()
+    # No residue: these are about the models' estimates (test_residue.py counts it).
     return Deployments(tmp_path, loader=loader, max_loaded=max_loaded, max_bytes=max_bytes,
-                       sizer=lambda v, _p: sizes[v.deployment_uri]), loader
+                       sizer=lambda v, _p: sizes[v.deployment_uri], residue=0), loader
 
 
 def test_deployments_unload_by_estimated_memory(tmp_path: Path) -> None:
