@@ -23,17 +23,13 @@ from collections.abc import Iterable
 OVERHEAD = 256 * 1024
 
 #: Bytes of proportional set size (PSS) a version that was loaded in a process and then unloaded
-#: still holds there, counted against the byte cap beside the loaded models (measured per
-#: version served, bench/notes/thousand.md, "The residue, measured"). Its objects are few (its
-#: load lock, the name the cap unloaded, its lastUseTime throttle, its serving-lookup cache
-#: entry, its metric series: under `app.py serve` those stay in the worker's mapped metric file,
-#: about 5 KiB of PSS; in one process its metric label children hold its values, about 33 KB
-#: more). But they are allocated among the load's own objects, and the allocator's pages and
-#: arenas they sit in cannot be handed back when the model is freed: the PSS a process keeps per
-#: version served is some 60-80 KiB in the thousand-version server (100-130 KiB under
-#: bench/retained.py's harsher churn), and it stays the same however often that version is
-#: loaded again. With metrics off nothing was measured apart: it is taken as the multiprocess
-#: figure less the metric file's part.
+#: still holds there, counted against the byte cap beside the loaded models. Its own objects are
+#: few (its load lock, the name the cap unloaded, its lastUseTime throttle, its serving-lookup
+#: cache entry, its metric series or, in one process, its metric label children), but they are
+#: allocated among the load's objects and keep the allocator's pages and arenas they sit in from
+#: being handed back when the model is freed. It is per version served, not per load. Measured
+#: by metrics mode (bench/notes/thousand.md, "The residue, measured"); with metrics off it is
+#: taken as the multiprocess figure less the metric file's part.
 RESIDUE = {"multiprocess": 88 * 1024, "one process": 112 * 1024, "metrics off": 80 * 1024}
 
 #: (fixed bytes, bytes per byte on disk) a loaded model takes, by the version's framework (""
