@@ -115,7 +115,8 @@ def caps_text(max_count: int, max_bytes: int) -> str:
     if max_count > 0:
         caps.append(f"{max_count} loaded versions (MLEMU_MAX_LOADED_VERSIONS)")
     if max_bytes > 0:
-        caps.append(f"{max_bytes / 2**20:.0f} MiB of loaded models (MLEMU_MAX_LOADED_MB)")
+        caps.append(f"{max_bytes / 2**20:.0f} MiB of loaded models and unloaded ones' residue "
+                    "(MLEMU_MAX_LOADED_MB)")
     return " or ".join(caps)
 
 
