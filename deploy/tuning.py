@@ -15,7 +15,6 @@ connection. Off means gunicorn's gthread does that part exactly as it does witho
   gthread's drain under its timeout after every request.
 - date: the Date header formatted once a second (deploy/http_date.py); off,
   gunicorn.util.http_date formats it on every response.
-- urlsplit: a wider urlsplit cache (deploy/request_target.py); off, CPython's 128 entries.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from core.setting_table import WORKER_OPTIMIZATIONS
-from deploy import http_date, request_target
+from deploy import http_date
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +35,6 @@ class WorkerTuning:
     socket: bool = True
     drain: bool = True
     date: bool = True
-    urlsplit: bool = True
 
     @classmethod
     def without(cls, off: Iterable[str]) -> WorkerTuning:
@@ -50,8 +48,6 @@ class WorkerTuning:
 
     def install(self) -> None:
         """Put this process's process-wide optimizations in gunicorn (a worker calls this once,
-        before it serves): the cached Date and the wider urlsplit cache, when on."""
+        before it serves): the cached Date, when on."""
         if self.date:
             http_date.install()
-        if self.urlsplit:
-            request_target.install()
