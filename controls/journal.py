@@ -1,11 +1,13 @@
 """The request journal: a bounded record of recent requests across every process of one server.
 
 Each process appends one JSON line per request to a file of its own (`STATE_DIR/journal/
-<pid>.jsonl`, opened O_APPEND: one write, no lock shared with other processes). A process keeps
-its file under `max_bytes`: past that it renames it to `<pid>.old` (replacing the previous one)
-and starts a new one, so a process holds at most twice that. Reading merges every file, newest
-last, and keeps the last `max_rows`. Clearing truncates every file (an O_APPEND writer in another
-process then writes at the new end) and removes the `.old` ones.
+<pid>.jsonl`, written through a memory mapping: controls/journal_file.py says why; no lock shared
+with other processes). A process keeps its file under `max_bytes`: past that it renames it to
+`<pid>.old` (replacing the previous one) and starts a new one, so a process holds at most twice
+that. Reading merges every file, newest last, and keeps the last `max_rows`. Clearing removes the
+`.old` files and the files of processes that are gone; a live process's file cannot be cut short
+under its writer's mapping, so clearing records where it ended (`<pid>.cleared`: the file's inode
+and length) and reading skips what came before.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from controls.journal_file import AppendFile, content
 from core.errors import InvalidArgument
 
 #: Query parameters a listing filters on (exact match), and `since` (an RFC 3339 time).
@@ -70,20 +73,19 @@ class Journal:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._fd: int | None = None
+        self._out: AppendFile | None = None
         self._pid = 0
-        #: Bytes this process appended to its file (no fstat per request; a clear elsewhere only
-        #: makes it rotate early).
-        self._size = 0
         directory.mkdir(parents=True, exist_ok=True)
 
-    def _file(self) -> int:
+    def _file(self) -> AppendFile:
         pid = _PID[0]
-        if self._fd is None or self._pid != pid:  # a forked worker writes a file of its own
-            self._fd = os.open(self.directory / f"{pid}.jsonl",
-                               os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self._pid, self._size = pid, os.fstat(self._fd).st_size
-        return self._fd
+        if self._out is None or self._pid != pid:  # a forked worker writes a file of its own
+            if self._out is not None:
+                self._out.close()  # the parent's, as inherited: the parent keeps its own
+                self._out = None
+            self._out = AppendFile(self.directory / f"{pid}.jsonl", self.max_bytes)
+            self._pid = pid
+        return self._out
 
     def record(self, entry: dict[str, Any]) -> None:
         """Append one request's entry (never raises: the journal must not fail a request)."""
@@ -95,17 +97,17 @@ class Journal:
             return
         with self._lock:
             try:
-                fd = self._file()
-                if self._size + len(line) > self.max_bytes:
-                    os.replace(self.directory / f"{self._pid}.jsonl",
-                               self.directory / f"{self._pid}.old")
-                    os.close(fd)
-                    self._fd = None
-                    fd = self._file()
-                os.write(fd, line)
-                self._size += len(line)
-            except OSError:
-                self._fd = None
+                out = self._file()
+                if out.end + len(line) > self.max_bytes:
+                    stem = self.directory / str(self._pid)
+                    os.replace(stem.with_suffix(".jsonl"), stem.with_suffix(".old"))
+                    stem.with_suffix(".cleared").unlink(missing_ok=True)
+                    out.close()
+                    self._out = None
+                    out = self._file()
+                out.write(line)
+            except (OSError, ValueError):  # a full disk, a removed directory: try again later
+                self._out = None
 
     def _paths(self) -> list[Path]:
         return sorted(p for p in self.directory.iterdir() if p.suffix in (".jsonl", ".old"))
@@ -126,15 +128,22 @@ class Journal:
                and (since is None or row.get("timestamp", 0.0) >= since)]
         return out[-limit:] if limit else out
 
-    @staticmethod
-    def _read(path: Path) -> Iterable[dict[str, Any]]:
+    def _cleared_at(self, path: Path) -> int:
+        """How many of `path`'s bytes a clear left behind (0 if it was not cleared since the
+        file was made: the mark names the inode it was taken of)."""
         try:
-            data = path.read_bytes()
-        except OSError:
-            return []
+            inode, length = (self.directory / f"{path.stem}.cleared").read_text().split()
+            return int(length) if int(inode) == path.stat().st_ino else 0
+        except (OSError, ValueError):
+            return 0
+
+    def _read(self, path: Path) -> Iterable[dict[str, Any]]:
+        data = content(path)
+        if path.suffix == ".jsonl":
+            data = data[self._cleared_at(path):]
         rows = []
         for line in data.splitlines():
-            with contextlib.suppress(ValueError):  # a line cut by a concurrent truncate
+            with contextlib.suppress(ValueError):  # a line being written as it was read
                 row = json.loads(line)
                 if isinstance(row, dict):
                     rows.append(row)
@@ -148,8 +157,12 @@ class Journal:
                     pid = int(path.stem) if path.stem.isdigit() else 0
                     if path.suffix == ".old" or not _alive(pid):
                         path.unlink()
+                        (self.directory / f"{path.stem}.cleared").unlink(missing_ok=True)
                     else:
-                        os.truncate(path, 0)
+                        mark = self.directory / f"{path.stem}.cleared"
+                        staged = mark.with_suffix(".staged")
+                        staged.write_text(f"{path.stat().st_ino} {len(content(path))}")
+                        os.replace(staged, mark)  # a reader sees the old mark or the new
 
 
 def entry(*, protocol: str, method: str, transport: str, path: str, status: str,

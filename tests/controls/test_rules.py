@@ -204,5 +204,5 @@ def test_the_journal_filters_and_clears(tmp_path: Path) -> None:
     assert len(journal.entries({}, limit=1)) == 1
     journal.clear()
     assert journal.entries({}) == []
-    journal.record(_row(4))  # the writer's file was truncated, not lost
+    journal.record(_row(4))  # the writer goes on in the same file: only what came before is gone
     assert len(journal.entries({})) == 1

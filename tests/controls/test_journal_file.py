@@ -1,0 +1,96 @@
+"""controls/journal_file.py and the journal on it: lines written through the mapping are read
+whole by other processes at once, across windows and reopenings, a clear under a live writer in
+another process hides only what came before, and a file that cannot be allocated fails no request."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controls import journal_file
+from controls.journal import Journal, entry
+from controls.journal_file import WINDOW, AppendFile, content
+
+
+def _row(n: int, **extra: Any) -> dict[str, Any]:
+    row = entry(protocol="v1", method="predict", transport="http", path="/v1/x:predict",
+                status="200", started=2_000.0 + n, seconds=0.001, caller="", project="p",
+                model="m", version="v1", instances=1)
+    row.update(extra)
+    return row
+
+
+def test_lines_across_window_edges_read_back_whole(tmp_path: Path) -> None:
+    out = AppendFile(tmp_path / "f.jsonl", 4 * WINDOW)
+    lines = [(f'{{"n":{n},"pad":"' + "x" * (997 + n % 13) + '"}\n').encode() for n in range(200)]
+    for line in lines:
+        out.write(line)
+    out.close()
+    assert sum(map(len, lines)) > 2 * WINDOW  # the lines crossed window edges
+    assert content(tmp_path / "f.jsonl") == b"".join(lines)
+    assert os.path.getsize(tmp_path / "f.jsonl") == 4 * WINDOW  # allocated up front
+    again = AppendFile(tmp_path / "f.jsonl", 4 * WINDOW)  # the same pid's file, reopened
+    assert again.end == sum(map(len, lines))
+    again.write(b'{"n":"last"}\n')
+    again.close()
+    assert content(tmp_path / "f.jsonl").endswith(b'"pad":"' + b"x" * (997 + 199 % 13)
+                                                  + b'"}\n{"n":"last"}\n')
+
+
+def test_another_process_reads_a_writers_rows_at_once_and_a_clear_spares_later_ones(
+        tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j")
+    journal.record(_row(0))  # the parent's own file
+    to_child_r, to_child_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: write, tell, wait, write again; never returns to pytest
+        try:
+            os.close(to_child_w)
+            os.close(to_parent_r)
+            journal.record(_row(1, model="child"))
+            os.write(to_parent_w, b"1")
+            os.read(to_child_r, 1)
+            journal.record(_row(3, model="child"))
+            os.write(to_parent_w, b"3")
+            os.read(to_child_r, 1)
+        finally:
+            os._exit(0)
+    os.close(to_child_r)
+    os.close(to_parent_w)
+    try:
+        assert os.read(to_parent_r, 1) == b"1"
+        assert [(r["timestamp"], r["model"]) for r in journal.entries({})] == [
+            (2_000.0, "m"), (2_001.0, "child")]  # the child is alive, its row already readable
+        journal.clear()
+        assert journal.entries({}) == []
+        journal.record(_row(2))
+        os.write(to_child_w, b"go")
+        assert os.read(to_parent_r, 1) == b"3"
+        assert [(r["timestamp"], r["model"]) for r in journal.entries({})] == [
+            (2_002.0, "m"), (2_003.0, "child")]
+    finally:
+        os.write(to_child_w, b"x")
+        os.waitpid(pid, 0)
+    journal.clear()  # the child is gone: its file and its mark go with it
+    assert sorted(p.name for p in (tmp_path / "j").iterdir()) == [f"{os.getpid()}.cleared",
+                                                                  f"{os.getpid()}.jsonl"]
+    assert journal.entries({}) == []
+
+
+def test_a_file_that_cannot_be_allocated_fails_no_request(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    journal = Journal(tmp_path / "j")
+    with monkeypatch.context() as patch:
+        patch.setattr(journal_file.os, "posix_fallocate", full)
+        journal.record(_row(0))  # no exception: the row is lost, the request is not
+    assert journal.entries({}) == []
+    journal.record(_row(1))  # room again: the next request's row is kept
+    assert [r["timestamp"] for r in journal.entries({})] == [2_001.0]
