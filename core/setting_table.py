@@ -43,7 +43,7 @@ TFSERVING_UNVERSIONED = ("latest", "default")
 WORKER_CLASSES = ("mlemu", "gthread")
 #: MLEMU_WORKER_OFF: the optimizations of mlemu's worker that can each be switched off
 #: (deploy/tuning.py says what each one does).
-WORKER_OPTIMIZATIONS = ("pinning", "board", "socket", "drain", "date")
+WORKER_OPTIMIZATIONS = ("pinning", "board", "socket", "drain")
 #: MLEMU_REQUEST_LOG_MAX_BYTES: the store's budget for request-response log rows.
 DEFAULT_REQUEST_LOG_MAX_BYTES = 64 * 1024 * 1024
 

@@ -13,8 +13,6 @@ connection. Off means gunicorn's gthread does that part exactly as it does witho
   nothing, a response's writes sent together); off, gthread's plain socket.
 - drain: no drain of a body read to its end (deploy/worker.py `_keepalive_after`); off,
   gthread's drain under its timeout after every request.
-- date: the Date header formatted once a second (deploy/http_date.py); off,
-  gunicorn.util.http_date formats it on every response.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import dataclasses
 from collections.abc import Iterable
 
 from core.setting_table import WORKER_OPTIMIZATIONS
-from deploy import http_date
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +31,6 @@ class WorkerTuning:
     board: bool = True
     socket: bool = True
     drain: bool = True
-    date: bool = True
 
     @classmethod
     def without(cls, off: Iterable[str]) -> WorkerTuning:
@@ -46,8 +42,3 @@ class WorkerTuning:
             raise ValueError(f"unknown worker optimizations: {', '.join(sorted(unknown))}")
         return cls(**{name: False for name in off})
 
-    def install(self) -> None:
-        """Put this process's process-wide optimizations in gunicorn (a worker calls this once,
-        before it serves): the cached Date, when on."""
-        if self.date:
-            http_date.install()

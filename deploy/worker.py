@@ -73,7 +73,6 @@ class KeepAliveThreadWorker(BalancedAccept, ThreadWorker):  # type: ignore[misc]
 
     def init_process(self) -> None:
         self.configure(Settings.from_env())
-        self.tuning.install()
         super().init_process()  # runs the main loop
 
     def configure(self, settings: Settings) -> None:

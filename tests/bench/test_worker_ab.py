@@ -65,17 +65,17 @@ def cells(table: str, label: str) -> list[str]:
 def test_an_optimization_pays_only_beyond_the_a_a_control() -> None:
     results = {"servers": {}, "ab_worker": {"pairs": {
         "control": pair(100.0, 104.0), "pinning": pair(130.0, 100.0, ahead=6),
-        "date": pair(103.0, 100.0)}}}
+        "drain": pair(103.0, 100.0)}}}
     table = targets.table(results)
     assert cells(table, "gunicorn worker: A/A control, default vs default, c=1")[3:] == [
         "0.96x", "-", "(not a target)"]
     pinning = cells(table, "gunicorn worker: pinning on vs off, c=8 requests/s")
     assert "on ahead in 6/6 turns" in pinning[0]
     assert pinning[3:] == ["1.30x", ">= 1.04", "yes"]
-    assert cells(table, "gunicorn worker: date on vs off, c=1 requests/s")[3:] == [
+    assert cells(table, "gunicorn worker: drain on vs off, c=1 requests/s")[3:] == [
         "1.03x", ">= 1.04", "NO"]  # within the control's noise: it does not pay
     assert cells(table, "gunicorn worker: board on vs off, c=1 requests/s")[-1] == "not measured"
-    assert cells(table, "gunicorn worker: date on vs off, c=8 server CPU")[3] == "0.91x"
+    assert cells(table, "gunicorn worker: drain on vs off, c=8 server CPU")[3] == "0.91x"
 
 
 def test_without_the_control_the_rows_are_shown_not_judged() -> None:

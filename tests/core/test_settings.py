@@ -44,7 +44,7 @@ def test_round_trip_of_every_setting(tmp_path: Path) -> None:
                     data_roots=("/d1",),
                     log_format="json", access_log=False, trace_project="gcp-project",
                     metrics=False, metrics_public=True, request_log_sink="store",
-                    console=False, worker_class="gthread", worker_off=("pinning", "date"),
+                    console=False, worker_class="gthread", worker_off=("pinning", "drain"),
                     request_log_max_bytes=5,
                     vertex_local_containers=True, vertex_container_commands=("python3",),
                     vertex_container_start_s=5.0, vertex_container_timeout_s=7.0,
@@ -87,8 +87,8 @@ def test_port_variables_in_order_and_vertex_turns_grpc_off() -> None:
     ({"MLEMU_IAM_MODE": "strict"}, "MLEMU_IAM_MODE: 'strict' is not one of 'off', 'enforce'"),
     ({"MLEMU_LOG_LEVEL": "loud"}, "MLEMU_LOG_LEVEL: 'loud' is not one of 'debug', 'info', "
                                   "'warning', 'error', 'critical'"),
-    ({"MLEMU_WORKER_OFF": "date,pining"}, "MLEMU_WORKER_OFF: 'pining' is not one of 'pinning', "
-                                          "'board', 'socket', 'drain', 'date', 'all', 'none'"),
+    ({"MLEMU_WORKER_OFF": "drain,pining"}, "MLEMU_WORKER_OFF: 'pining' is not one of 'pinning', "
+                                          "'board', 'socket', 'drain', 'all', 'none'"),
 ])
 def test_bad_variable_names_itself(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError) as caught:

@@ -1,6 +1,6 @@
-"""deploy/connection_socket.py and deploy/http_date.py: a connection's socket skips mode changes
-that change nothing and sends a response's writes together, in order; the cached Date header is
-gunicorn's own text. End to end: a one-row answer leaves the server as one write."""
+"""deploy/connection_socket.py: a connection's socket skips mode changes that change nothing and
+sends a response's writes together, in order. End to end: a one-row answer leaves the server as
+one write."""
 
 import email.utils
 import fcntl
@@ -11,9 +11,7 @@ import socket
 import time
 
 import pytest
-from gunicorn import util
 
-from deploy import http_date
 from deploy.connection_socket import CORK_LIMIT, ConnectionSocket
 from tests.kit import modelkit
 
@@ -112,24 +110,6 @@ def test_send_and_sendfile_send_what_was_collected_first(pair, tmp_path):
     assert receive(theirs, 14) == b"cfile contents"
     ours.uncork()
     assert pending(theirs) == b""
-
-
-def test_cached_date_is_gunicorns_text_for_each_second():
-    now = [1_795_000_000.25]
-    cached = http_date.CachedHttpDate(clock=lambda: now[0])
-    for step in (0.0, 0.5, 0.7, 1.0, 3600.2, 86400 * 40.9):
-        now[0] += step
-        assert cached() == email.utils.formatdate(now[0], usegmt=True)
-    assert cached(1_700_000_000) == email.utils.formatdate(1_700_000_000, usegmt=True)
-
-
-def test_install_puts_the_cache_in_gunicorn(monkeypatch):
-    monkeypatch.setattr(util, "http_date", util.http_date)
-    http_date.install()
-    assert isinstance(util.http_date, http_date.CachedHttpDate)
-    before = email.utils.formatdate(usegmt=True)
-    text = util.http_date()
-    assert text in (before, email.utils.formatdate(usegmt=True))  # a second may turn meanwhile
 
 
 @pytest.fixture

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_without_switches_off_exactly_the_named_ones() -> None:
     assert WorkerTuning.without(()) == WorkerTuning()
-    tuning = WorkerTuning.without(Settings.from_env({"MLEMU_WORKER_OFF": "Date, pinning"}).worker_off)
-    assert (tuning.pinning, tuning.board, tuning.socket, tuning.drain,
-            tuning.date) == (False, True, True, True, False)
+    tuning = WorkerTuning.without(Settings.from_env({"MLEMU_WORKER_OFF": "Drain, pinning"}).worker_off)
+    assert (tuning.pinning, tuning.board, tuning.socket, tuning.drain) == (False, True, True,
+                                                                          False)
     every = WorkerTuning.without(Settings.from_env({"MLEMU_WORKER_OFF": "all"}).worker_off)
     assert not any(vars(every).values())
     with pytest.raises(ValueError, match="unknown worker optimizations: pining"):
@@ -59,7 +59,7 @@ def test_pinning_off_hands_every_kept_alive_connection_back_to_the_poller() -> N
         w.nr_conns = 1
     assert on._may_keep(conn)
     assert not off._may_keep(conn)  # gthread's finish_request then parks it in the poller
-    assert worker("board,socket,drain,date")._may_keep(conn)
+    assert worker("board,socket,drain")._may_keep(conn)
 
 
 def accepted_socket(w: Any) -> socket.socket:
@@ -103,34 +103,6 @@ def test_board_off_gives_the_worker_no_board(monkeypatch: pytest.MonkeyPatch) ->
         assert getattr(forked, "mlemu_slot", None) == (0 if boarded else None)
 
 
-#: In a fresh interpreter (the install changes the process's gunicorn for good): date off leaves
-#: gunicorn's http_date in place, and no setting touches urllib (the worker once widened
-#: urlsplit's cache process-wide; the bench never showed it paying, so it went).
-INSTALL = r'''
-import sys, urllib.parse
-sys.path.insert(0, sys.argv[1])
-from gunicorn import util
-from deploy.tuning import WorkerTuning
-
-stock_date, stock_split = util.http_date, urllib.parse.urlsplit
-WorkerTuning.without([name for name in sys.argv[2].split(",") if name]).install()
-print(util.http_date is stock_date, urllib.parse.urlsplit is stock_split)
-'''
-
-
-@pytest.mark.parametrize(("off", "printed"), [
-    ("date", "True True"),
-    ("", "False True"),
-    ("pinning", "False True"),
-])
-def test_date_off_leaves_gunicorn_as_it_is_and_urllib_is_never_patched(off: str,
-                                                                       printed: str) -> None:
-    done = subprocess.run([sys.executable, "-c", INSTALL, str(ROOT), off], capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == printed
-
-
 def test_a_server_with_every_optimization_off_answers_predict(tmp_path: Path,
                                                               live_server: Any) -> None:
     model = modelkit.sklearn_model(tmp_path / "v1", "logreg", seed=0)
@@ -156,9 +128,9 @@ def test_a_server_with_every_optimization_off_answers_predict(tmp_path: Path,
 
 
 def test_serve_names_an_unknown_optimization_in_one_line() -> None:
-    env = {**os.environ, "MLEMU_WORKER_OFF": "date,pining"}
+    env = {**os.environ, "MLEMU_WORKER_OFF": "drain,pining"}
     done = subprocess.run([sys.executable, str(ROOT / "app.py"), "serve"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == ("Error: MLEMU_WORKER_OFF: 'pining' is not one of 'pinning', 'board', "
-                           "'socket', 'drain', 'date', 'all', 'none'\n")
+                           "'socket', 'drain', 'all', 'none'\n")
