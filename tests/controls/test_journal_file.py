@@ -7,21 +7,13 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controls import journal_file
-from controls.journal import Journal, entry
+from controls.journal import Journal
 from controls.journal_file import WINDOW, AppendFile, content
-
-
-def _row(n: int, **extra: Any) -> dict[str, Any]:
-    row = entry(protocol="v1", method="predict", transport="http", path="/v1/x:predict",
-                status="200", started=2_000.0 + n, seconds=0.001, caller="", project="p",
-                model="m", version="v1", instances=1)
-    row.update(extra)
-    return row
+from tests.kit import journalkit
 
 
 def test_lines_across_window_edges_read_back_whole(tmp_path: Path) -> None:
@@ -44,7 +36,7 @@ def test_lines_across_window_edges_read_back_whole(tmp_path: Path) -> None:
 def test_another_process_reads_a_writers_rows_at_once_and_a_clear_spares_later_ones(
         tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j")
-    journal.record(_row(0))  # the parent's own file
+    journal.record(journalkit.row(0))  # the parent's own file
     to_child_r, to_child_w = os.pipe()
     to_parent_r, to_parent_w = os.pipe()
     pid = os.fork()
@@ -52,10 +44,10 @@ def test_another_process_reads_a_writers_rows_at_once_and_a_clear_spares_later_o
         try:
             os.close(to_child_w)
             os.close(to_parent_r)
-            journal.record(_row(1, model="child"))
+            journal.record(journalkit.row(1, model="child"))
             os.write(to_parent_w, b"1")
             os.read(to_child_r, 1)
-            journal.record(_row(3, model="child"))
+            journal.record(journalkit.row(3, model="child"))
             os.write(to_parent_w, b"3")
             os.read(to_child_r, 1)
         finally:
@@ -65,17 +57,18 @@ def test_another_process_reads_a_writers_rows_at_once_and_a_clear_spares_later_o
     try:
         assert os.read(to_parent_r, 1) == b"1"
         assert [(r["timestamp"], r["model"]) for r in journal.entries({})] == [
-            (2_000.0, "m"), (2_001.0, "child")]  # the child is alive, its row already readable
+            (1_000.0, "m"), (1_001.0, "child")]  # the child is alive, its row already readable
         journal.clear()
         assert journal.entries({}) == []
-        journal.record(_row(2))
-        os.write(to_child_w, b"go")
+        journal.record(journalkit.row(2))
+        os.write(to_child_w, b"g")
         assert os.read(to_parent_r, 1) == b"3"
         assert [(r["timestamp"], r["model"]) for r in journal.entries({})] == [
-            (2_002.0, "m"), (2_003.0, "child")]
+            (1_002.0, "m"), (1_003.0, "child")]
     finally:
-        os.write(to_child_w, b"x")
+        os.close(to_child_w)  # the child's waits end (end of file) wherever it is
         os.waitpid(pid, 0)
+        os.close(to_parent_r)
     journal.clear()  # the child is gone: its file and its mark go with it
     assert sorted(p.name for p in (tmp_path / "j").iterdir()) == [f"{os.getpid()}.cleared",
                                                                   f"{os.getpid()}.jsonl"]
@@ -90,7 +83,7 @@ def test_a_file_that_cannot_be_allocated_fails_no_request(tmp_path: Path,
     journal = Journal(tmp_path / "j")
     with monkeypatch.context() as patch:
         patch.setattr(journal_file.os, "posix_fallocate", full)
-        journal.record(_row(0))  # no exception: the row is lost, the request is not
+        journal.record(journalkit.row(0))  # no exception: the row is lost, the request is not
     assert journal.entries({}) == []
-    journal.record(_row(1))  # room again: the next request's row is kept
-    assert [r["timestamp"] for r in journal.entries({})] == [2_001.0]
+    journal.record(journalkit.row(1))  # room again: the next request's row is kept
+    assert [r["timestamp"] for r in journal.entries({})] == [1_001.0]

@@ -10,10 +10,11 @@ import pytest
 
 from controls import Controls
 from controls.faults import fault_error
-from controls.journal import Journal, entry
+from controls.journal import Journal
 from controls.rules import MAX_DELAY_MS, parse_rule
 from controls.timing import parse_timing
 from core.errors import ApiError, InvalidArgument, ResourceExhausted, Unavailable
+from tests.kit import journalkit
 
 
 @pytest.mark.parametrize("rule, words", [
@@ -174,18 +175,10 @@ def test_a_bad_timing_rule_is_refused(rule: dict[str, Any]) -> None:
         parse_timing(rule)
 
 
-def _row(n: int, **extra: Any) -> dict[str, Any]:
-    row = entry(protocol="v2", method="infer", transport="http", path="/v2/models/m/infer",
-                status="200", started=1_000.0 + n, seconds=0.001, caller="", project="p",
-                model="m", version="v1", instances=1)
-    row.update(extra)
-    return row
-
-
 def test_the_journal_is_bounded_in_rows_and_bytes(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j", max_rows=50, max_bytes=20_000)
     for n in range(400):
-        journal.record(_row(n))
+        journal.record(journalkit.row(n))
     files = list((tmp_path / "j").iterdir())
     assert sum(f.stat().st_size for f in files) <= 2 * 20_000
     rows = journal.entries({})
@@ -195,14 +188,14 @@ def test_the_journal_is_bounded_in_rows_and_bytes(tmp_path: Path) -> None:
 
 def test_the_journal_filters_and_clears(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j")
-    journal.record(_row(1))
-    journal.record(_row(2, model="other", status=429))
-    journal.record(_row(3))
+    journal.record(journalkit.row(1))
+    journal.record(journalkit.row(2, model="other", status=429))
+    journal.record(journalkit.row(3))
     assert [r["timestamp"] for r in journal.entries({"model": "m"})] == [1_001.0, 1_003.0]
     assert [r["model"] for r in journal.entries({"status": "429"})] == ["other"]
     assert len(journal.entries({}, since=1_002.0)) == 2
     assert len(journal.entries({}, limit=1)) == 1
     journal.clear()
     assert journal.entries({}) == []
-    journal.record(_row(4))  # the writer goes on in the same file: only what came before is gone
+    journal.record(journalkit.row(4))  # the writer goes on in the same file: only what came before is gone
     assert len(journal.entries({})) == 1
