@@ -100,8 +100,8 @@ class Journal:
                 out = self._file()
                 if out.end + len(line) > self.max_bytes:
                     stem = self.directory / str(self._pid)
+                    # A clear's mark names the inode: it goes on applying to the .old file.
                     os.replace(stem.with_suffix(".jsonl"), stem.with_suffix(".old"))
-                    stem.with_suffix(".cleared").unlink(missing_ok=True)
                     out.close()
                     self._out = None
                     out = self._file()
@@ -130,7 +130,8 @@ class Journal:
 
     def _cleared_at(self, path: Path) -> int:
         """How many of `path`'s bytes a clear left behind (0 if it was not cleared since the
-        file was made: the mark names the inode it was taken of)."""
+        file was made: the mark names the inode it was taken of, which a rotation keeps as the
+        `.old` file)."""
         try:
             inode, length = (self.directory / f"{path.stem}.cleared").read_text().split()
             return int(length) if int(inode) == path.stat().st_ino else 0
@@ -138,9 +139,7 @@ class Journal:
             return 0
 
     def _read(self, path: Path) -> Iterable[dict[str, Any]]:
-        data = content(path)
-        if path.suffix == ".jsonl":
-            data = data[self._cleared_at(path):]
+        data = content(path)[self._cleared_at(path):]
         rows = []
         for line in data.splitlines():
             with contextlib.suppress(ValueError):  # a line being written as it was read
@@ -157,7 +156,8 @@ class Journal:
                     pid = int(path.stem) if path.stem.isdigit() else 0
                     if path.suffix == ".old" or not _alive(pid):
                         path.unlink()
-                        (self.directory / f"{path.stem}.cleared").unlink(missing_ok=True)
+                        if path.suffix == ".jsonl":  # a live process's .jsonl keeps its mark
+                            (self.directory / f"{path.stem}.cleared").unlink(missing_ok=True)
                     else:
                         mark = self.directory / f"{path.stem}.cleared"
                         staged = mark.with_suffix(".staged")

@@ -87,3 +87,19 @@ def test_a_file_that_cannot_be_allocated_fails_no_request(tmp_path: Path,
     assert journal.entries({}) == []
     journal.record(journalkit.row(1))  # room again: the next request's row is kept
     assert [r["timestamp"] for r in journal.entries({})] == [1_001.0]
+
+
+def test_rows_cleared_stay_gone_when_their_file_rotates(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j", max_bytes=2_000)
+    for n in range(12):  # about two files' worth: one rotation, an .old file left
+        journal.record(journalkit.row(n))
+    assert {p.suffix for p in (tmp_path / "j").iterdir()} == {".jsonl", ".old"}
+    journal.clear()  # the .old goes; the live file is marked
+    assert journal.entries({}) == []
+    kept = []
+    for n in range(100, 112):  # rotates the cleared file into .old
+        journal.record(journalkit.row(n))
+        kept.append(1_000.0 + n)
+    stamps = [r["timestamp"] for r in journal.entries({})]
+    assert stamps and all(stamp >= 1_100.0 for stamp in stamps)  # nothing from before the clear
+    assert stamps == kept[-len(stamps):]
