@@ -132,12 +132,16 @@ class Emulator:
     def remember_baseline(self) -> None:
         """Keep the bootstrap file's models and versions as stored now (after warm-up recorded
         what loading found), as kind -> name -> (parent, document): what a reset restores."""
+        wanted = {"versions": set(self.bootstrap_versions),
+                  "models": {name.rsplit("/versions/", 1)[0] for name in self.bootstrap_versions}}
         baseline: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {"models": {}, "versions": {}}
-        for name in self.bootstrap_versions:
-            model = name.rsplit("/versions/", 1)[0]
-            for kind, wanted in (("versions", name), ("models", model)):
-                for found, parent, doc in self.store.rows(kind, wanted):
-                    if found == wanted:
+        # One pass over each kind: a prefix lookup per name scans the table each time (a name is
+        # matched by prefix, which no index serves), so a thousand bootstrap versions made
+        # readiness wait on two thousand scans.
+        for kind, names_ in wanted.items():
+            if names_:
+                for found, parent, doc in self.store.rows(kind):
+                    if found in names_:
                         baseline[kind][found] = (parent, doc)
         self.baseline = baseline
 

@@ -117,6 +117,7 @@ class SqliteStore(Store):
                 return
             conn.execute("BEGIN IMMEDIATE")
             local.depth, local.quiet = 1, quiet
+            writes = self._writes
             try:
                 yield
             except BaseException:
@@ -126,7 +127,10 @@ class SqliteStore(Store):
                 conn.execute("COMMIT")
             finally:
                 local.depth = 0
-                self._wrote(committed=True)
+                # Other processes are signalled only if the transaction wrote: a bootstrap file
+                # applied unchanged by the next worker must not drop every process's caches.
+                if self._writes != writes:
+                    self._wrote(committed=True)
                 local.quiet = False
 
     def _check(self, kind: str) -> None:

@@ -63,6 +63,26 @@ def test_bootstrap_is_idempotent_and_sets_the_first_default(tmp_path):
     assert store.get_version(declared[0]).uid == v1.uid  # unchanged spec keeps the incarnation
 
 
+def test_bootstrap_applied_again_unchanged_writes_nothing(tmp_path):
+    """A second worker (or a restart) applying the same file leaves the store as it was: no
+    write renews the change token, the model keeps its etag; a changed description is written."""
+    modelkit.sklearn_model(tmp_path / "a")
+    config = _config(tmp_path, {"v1": {"deploymentUri": "a"}}, description="one")
+    store = SqliteStore(tmp_path / "s.db")
+    bootstrap.apply(store, config)
+    etag, token = store.get_model("projects/p/models/m").etag, store.change_token()
+    other = SqliteStore(tmp_path / "s.db")  # the next worker's connection
+    bootstrap.apply(other, config)
+    assert store.change_token() == token
+    assert store.get_model("projects/p/models/m").etag == etag
+    bootstrap.apply(other, _config(tmp_path, {"v1": {"deploymentUri": "a", "description": "d"}},
+                                   description="two"))
+    assert store.change_token() != token
+    model = store.get_model("projects/p/models/m")
+    assert (model.description, model.etag != etag) == ("two", True)
+    assert store.get_version("projects/p/models/m/versions/v1").description == "d"
+
+
 def test_bootstrap_replaces_changed_versions_and_marks_failures(tmp_path):
     modelkit.sklearn_model(tmp_path / "a")
     store = SqliteStore(tmp_path / "s.db")
