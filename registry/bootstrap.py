@@ -27,6 +27,14 @@ from typing import Any
 
 import yaml
 
+# libyaml's safe loader where PyYAML was built with it (its wheels are): the same documents and
+# errors as the pure-Python SafeLoader, parsed about five times faster, which a bootstrap file of
+# a thousand versions, read by the master and by every worker at start, pays for.
+try:
+    from yaml import CSafeLoader as SafeLoader
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml import SafeLoader  # type: ignore[assignment]
+
 import predictors
 from core.errors import ApiError
 from registry import artifacts, names
@@ -34,11 +42,6 @@ from registry.resources import Model, Version, new_etag, now_rfc3339
 from registry.store import Store
 
 #: Version keys that decide what is served; a change replaces the version.
-#: libyaml's safe loader where PyYAML was built with it (its wheels are): the same documents and
-#: errors as the pure-Python SafeLoader, parsed about five times faster, which a bootstrap file of
-#: a thousand versions, read by the master and by every worker at start, pays for.
-SAFE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 SPEC_KEYS = ("deployment_uri", "framework", "prediction_class", "package_uris", "explanation_config")
 MODEL_KEYS = {"description", "labels", "regions", "defaultVersion", "versions", "serving",
               "onlinePredictionLogging", "onlinePredictionConsoleLogging"}
@@ -53,7 +56,7 @@ class BootstrapError(ValueError):
 
 def load_file(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.load(Path(path).read_text(), Loader=SAFE_LOADER) or {}
+        data = yaml.load(Path(path).read_text(), Loader=SafeLoader) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise BootstrapError(f"Cannot read bootstrap file {path}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("projects", {}), dict):
@@ -184,9 +187,9 @@ def _apply_model(store: Store, project: str, model_id: str, mbody: dict[str, Any
             getattr(existing, k) == getattr(wanted, k) or (k == "framework" and not wanted.framework)
             for k in SPEC_KEYS
         ):
-            updated = (wanted.description, wanted.labels, wanted.serving)
-            if (existing.description, existing.labels, existing.serving) != updated:
-                existing.description, existing.labels, existing.serving = updated
+            kept = (wanted.description, wanted.labels, wanted.serving)
+            if (existing.description, existing.labels, existing.serving) != kept:
+                existing.description, existing.labels, existing.serving = kept
                 store.put_version(existing)
         else:
             _validate(wanted)
