@@ -131,7 +131,7 @@ def tree(pid: int) -> list[int]:
 def memory(pid: int, pids: list[int] | None = None) -> dict[str, float]:
     """RSS and PSS (MiB) summed over the process tree (or over `pids`, a tree already found),
     from /proc/PID/smaps_rollup."""
-    rss = pss = 0
+    rss = pss = anon = 0
     pids = tree(pid) if pids is None else pids
     for p in pids:
         try:
@@ -140,7 +140,12 @@ def memory(pid: int, pids: list[int] | None = None) -> dict[str, float]:
             continue
         rss += int(re.search(r"^Rss:\s+(\d+)", text, re.M).group(1))  # type: ignore[union-attr]
         pss += int(re.search(r"^Pss:\s+(\d+)", text, re.M).group(1))  # type: ignore[union-attr]
-    return {"rss_mib": rss / 1024, "pss_mib": pss / 1024, "processes": len(pids)}
+        found = re.search(r"^Pss_Anon:\s+(\d+)", text, re.M)  # Linux 5.10 and later
+        anon += int(found.group(1)) if found else 0
+    # Anonymous pages are shared only within the tree (copy-on-write after fork), so their PSS
+    # does not move with what other servers on the machine map, as the libraries' pages do.
+    return {"rss_mib": rss / 1024, "pss_mib": pss / 1024, "pss_anon_mib": anon / 1024,
+            "processes": len(pids)}
 
 
 def cpu_seconds(pid: int) -> float:

@@ -40,6 +40,8 @@ RETRY_S = 5.0
 _DETACHED: set[str] = set()
 _DETACHED_DICTS: weakref.WeakSet[SafeMmapedDict] = weakref.WeakSet()
 _DETACHED_LOCK = threading.Lock()
+#: Every metric file dict this process writes (release_pages walks them).
+_WRITTEN: weakref.WeakSet[SafeMmapedDict] = weakref.WeakSet()
 
 
 def detached() -> list[str]:
@@ -87,6 +89,22 @@ class _Positions(dict[bytes, int]):
         super().__setitem__(digest(key), position)
 
 
+def release_pages() -> None:
+    """Unmap this process's pages of its metric files (MADV_DONTNEED on their shared mappings:
+    the data stays in the file and the page cache, and a page is mapped again, without I/O, when
+    a value on it is next read or written). A series stays in its file after its version is
+    unloaded, and every page a process has touched stays in its memory until unmapped, so after
+    a process served a thousand versions their series' pages would all count in its memory;
+    released after an unload, it holds the pages of the series it still updates: the loaded
+    versions'."""
+    with _DETACHED_LOCK:
+        written = list(_WRITTEN)
+    for held in written:
+        with held._lock:
+            if held._f is not None and held._fname not in _DETACHED and not held._m.closed:
+                held._m.madvise(mmap.MADV_DONTNEED)
+
+
 class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has no type hints
     """MmapedDict whose pages are allocated before they are mapped, falling back to memory."""
 
@@ -117,6 +135,9 @@ class SafeMmapedDict(MmapedDict):  # type: ignore[misc]  # prometheus_client has
         elif not read_mode:
             for key, _, _, pos in self._read_all_values():
                 self._positions[key] = pos
+        if not read_mode:
+            with _DETACHED_LOCK:
+                _WRITTEN.add(self)
 
     def _forget_empty_file(self) -> None:
         """Remove the file this process just made but could not size (nothing to read)."""

@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
+from observability import metric_files
 from observability.metric_defs import (
     BATCH_BOUNDS,
     COUNT_BOUNDS,
@@ -203,6 +204,9 @@ class Instruments:
                         metric.remove(model, version)
                     for metric in self.metrics.with_version:
                         metric.remove_by_labels({"model": model, "version": version})
+                # After the retired rows' last flush (this tick's retire): the forgotten
+                # versions' series are not written again unless they load again.
+                metric_files.release_pages()
         return sorted(gone)
 
     def flush(self) -> None:
