@@ -28,8 +28,10 @@ OVERHEAD = 256 * 1024
 #: cache entry, its metric series or, in one process, its metric label children), but they are
 #: allocated among the load's objects and keep the allocator's pages and arenas they sit in from
 #: being handed back when the model is freed. It is per version served, not per load. Measured
-#: by metrics mode (bench/notes/thousand.md, "The residue, measured"); with metrics off it is
-#: taken as the multiprocess figure less the metric file's part.
+#: by metrics mode (bench/notes/thousand.md, "The residue, measured", and the anonymous memory
+#: of the thousand-version server in "Startup and the metric files' pages"); with metrics off it
+#: is taken as the multiprocess figure less the metric file's part. (The series' pages of the
+#: metric file are not in it: a process unmaps them after an unload, metric_files.release_pages.)
 RESIDUE = {"multiprocess": 88 * 1024, "one process": 112 * 1024, "metrics off": 80 * 1024}
 
 #: (fixed bytes, bytes per byte on disk) a loaded model takes, by the version's framework (""
