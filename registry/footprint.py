@@ -29,9 +29,9 @@ OVERHEAD = 256 * 1024
 #: allocated among the load's objects and keep the allocator's pages and arenas they sit in from
 #: being handed back when the model is freed. It is per version served, not per load. Measured
 #: by metrics mode (bench/notes/thousand.md, "The residue, measured", and the anonymous memory
-#: of the thousand-version server in "Startup and the metric files' pages"); with metrics off it
-#: is taken as the multiprocess figure less the metric file's part. (The series' pages of the
-#: metric file are not in it: a process unmaps them after an unload, metric_files.release_pages.)
+#: of the thousand-version server in "Startup and the metric files' pages"); with metrics off
+#: it was not measured apart. The metric file's pages are not in it: a process unmaps them after
+#: an unload (metric_files.release_pages).
 RESIDUE = {"multiprocess": 88 * 1024, "one process": 112 * 1024, "metrics off": 80 * 1024}
 
 #: (fixed bytes, bytes per byte on disk) a loaded model takes, by the version's framework (""
