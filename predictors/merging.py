@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from time import perf_counter
@@ -33,6 +34,9 @@ class BatchObserver(Protocol):
 DEFAULT_MAX_INSTANCES = 64
 
 _PENDING: Any = object()
+#: Idle-path calls that gather (yield once first) after the last sign of concurrent requests:
+#: a queue found at a hand-off, or requests that joined a gathering call.
+GATHER_CALLS = 16
 
 
 class _Call:
@@ -72,6 +76,9 @@ class Merger:
         self._timed_merged = observer.call_merged if timed else None  # type: ignore[union-attr]
         self._lock = threading.Lock()
         self._busy = False
+        #: > 0 while requests come concurrently: the idle path then gathers (`_gathered`).
+        #: Read and written without the lock: a stale value only costs or skips one yield.
+        self._gather = 0
         self._queue: deque[_Call] = deque()
         #: Number of merged calls run (more than one request each), for tests.
         self.merged_calls = 0
@@ -108,7 +115,9 @@ class Merger:
             else:
                 self._busy = True
                 call = None
-        if call is None:  # idle: straight through
+        if call is None:  # idle: straight through, or first gathering what arrives meanwhile
+            if self._gather > 0:
+                return self._gathered(_Call(payload, key, self.size(payload)))
             try:
                 return self._call(payload)
             finally:
@@ -151,22 +160,47 @@ class Merger:
         finally:
             timed(perf_counter() - started, payload)
 
+    def _gathered(self, mine: _Call) -> Any:
+        """The idle path while requests come concurrently: yield the GIL once, so the process's
+        other threads carry their requests up to this queue, and run those that may share this
+        call together with it. Without it, under a steady concurrent load most calls find the
+        model idle and run alone, since the threads that would join are still reading their
+        requests while the GIL is this one's (bench/notes/batch-gathering.md)."""
+        time.sleep(0)  # releases the GIL; the threads waiting for it run until they block
+        try:
+            with self._lock:
+                joined = self._take(mine)
+            self._gather = GATHER_CALLS if joined else self._gather - 1
+            self._run([mine, *joined])
+        finally:
+            self._hand_off()
+        if mine.error is not None:
+            raise mine.error
+        return mine.result
+
+    def _take(self, head: _Call) -> list[_Call]:
+        """Under the lock: the queued calls that may share `head`'s call, in order and up to
+        max_instances rows in all, taken off the queue (the others keep their places)."""
+        batch, count, rest = [], head.size, deque[_Call]()
+        while self._queue:
+            call = self._queue.popleft()
+            if call.key == head.key and count + call.size <= self.max_instances:
+                batch.append(call)
+                count += call.size
+            else:
+                rest.append(call)
+        self._queue = rest
+        return batch
+
     def _hand_off(self) -> None:
         """After a call: pick the next batch from the queue and wake its first thread to run it."""
         with self._lock:
             if not self._queue:
                 self._busy = False
                 return
+            self._gather = GATHER_CALLS  # requests are arriving concurrently
             head = self._queue.popleft()
-            batch, count, rest = [head], head.size, deque[_Call]()
-            while self._queue:
-                call = self._queue.popleft()
-                if call.key == head.key and count + call.size <= self.max_instances:
-                    batch.append(call)
-                    count += call.size
-                else:
-                    rest.append(call)  # keeps its place for the next round
-            self._queue = rest
+            batch = [head, *self._take(head)]
         head.batch = batch
         head.done.release()
 
