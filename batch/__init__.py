@@ -19,6 +19,8 @@ the same pipeline over its own predictors:
   launcher.py  the server side: hand a job to a warm runner, watch it, cancel it
   runners.py   the server's warm runners, one per framework, reaped when idle (no Beam)
   runner.py    a runner: `python -m batch.runner`, Beam and a framework imported, forks jobs
+  model_modules.py  the framework modules a pickled model names, for the runner to import
+               before it forks the model's job (no Beam)
   job.py       a job's process (a fork of its runner): runs the pipeline, writes the result
   forkserver.py  a local job's fork server: a fork of the job's process, forks its workers
   workerpool.py  Beam's BeamFnExternalWorkerPool service over that fork server (EXTERNAL env.)

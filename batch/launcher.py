@@ -19,6 +19,7 @@ from typing import Any
 
 from batch.forkserver import worker_modules
 from batch.job import RESULT_BASENAME
+from batch.model_modules import model_modules
 from batch.runners import Runners, wait_gone
 from batch.spec import LOCAL_RUNNER, JobSpec
 
@@ -45,7 +46,8 @@ class Run:
         self.runners = runners if runners is not None else Runners(workdir, 0.0)
         try:
             self.proc = self.runners.start(worker_modules(spec), spec_path,
-                                           workdir / "pipeline.log", env)
+                                           workdir / "pipeline.log", env,
+                                           model_modules(spec.model_dir, spec.framework))
         except RuntimeError as exc:  # the runner could not import Beam or the framework
             self.result_path.write_text(json.dumps({"error": str(exc)}))
             self.proc = None  # type: ignore[assignment]

@@ -20,7 +20,10 @@ job, its fork server, its workers) and dies with the runner (PR_SET_PDEATHSIG: t
 thread forked it). The runner ends when the server closes its end of the pipe, when the server
 process is gone (its parent changed: then it kills its jobs' groups first), or after IDLE_S
 seconds without a job (0: as soon as its jobs are done), which bounds an idle runner's memory.
-Protocol, one JSON object per line: in `{"spec": PATH, "log": PATH, "env": {...}}`; out
+Protocol, one JSON object per line: in `{"spec": PATH, "log": PATH, "env": {...}, "modules": [...]}`
+(`modules`: the model's own modules, batch/model_modules.py, imported here before the fork when
+they belong to a package this runner has imported, so the runner stays warm for that model
+class too); out
 `{"ready": true, "threads": N}` or `{"error": "..."}` once, then `{"started": PID}` per job in
 request order and `{"exit": PID, "status": "...", "code": N, "cpu_s": X}` per job that ended (N as Popen's
 returncode; X the CPU time of the job's process and every process it waited for).
@@ -36,6 +39,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -55,6 +59,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def idle_expired(idle_since: float | None, now: float, idle_s: float) -> bool:
     """Whether a runner idle since `idle_since` (None: a job is running) should end at `now`."""
     return idle_since is not None and now - idle_since >= idle_s
+
+
+def import_ahead(modules: Iterable[str]) -> None:
+    """Import each of `modules` whose top package is imported already (a framework's
+    submodules, not new code); one that fails is left to the job, which says why."""
+    before = len(sys.modules)
+    for name in modules:
+        if isinstance(name, str) and name.split(".", 1)[0] in sys.modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+    if len(sys.modules) != before:
+        import gc
+
+        gc.freeze()  # as after the first imports: their pages stay shared by the forks
 
 
 def _run_job(request: dict[str, Any], runner: int, pipes: tuple[int, ...]) -> None:
@@ -142,9 +160,11 @@ def serve(modules: list[str], idle_s: float, requests: BinaryIO, replies: Binary
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            import_ahead(request.get("modules") or ())
             pid = os.fork()
             if pid == 0:
-                _run_job(json.loads(line), me, (fd, replies.fileno(), woken, wake))
+                _run_job(request, me, (fd, replies.fileno(), woken, wake))
             jobs.add(pid)
             idle_since = None
             reply({"started": pid})

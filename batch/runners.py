@@ -118,13 +118,16 @@ class Runner:
                 self._replies.pop(0)
             return reply
 
-    def start(self, spec_path: Path, log_path: Path, env: dict[str, str]) -> JobProcess:
+    def start(self, spec_path: Path, log_path: Path, env: dict[str, str],
+              ahead: list[str] | None = None) -> JobProcess:
         """Hand the runner a job; its process. RunnerGone if the runner ended first;
-        RuntimeError saying why if it could not start (an import failed)."""
+        RuntimeError saying why if it could not start (an import failed). `ahead`: the model's
+        own modules, for the runner to import before it forks the job (batch/runner.py)."""
         with self._lock:
             # Sent at once: a new runner reads it once its imports are done (so even one whose
             # idle time is 0 finds it waiting), an idle one at once.
-            request = {"spec": str(spec_path), "log": str(log_path), "env": env}
+            request = {"spec": str(spec_path), "log": str(log_path), "env": env,
+                       "modules": ahead or []}
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -195,13 +198,13 @@ class Runners:
             return runner
 
     def start(self, modules: list[str], spec_path: Path, log_path: Path,
-              env: dict[str, str]) -> JobProcess:
+              env: dict[str, str], ahead: list[str] | None = None) -> JobProcess:
         """Run a job on the warm runner of `modules` (a fresh one if there is none, or if the
-        one there ended before taking the job)."""
+        one there ended before taking the job); `ahead` as Runner.start's."""
         try:
-            return self._runner(modules, fresh=False).start(spec_path, log_path, env)
+            return self._runner(modules, fresh=False).start(spec_path, log_path, env, ahead)
         except RunnerGone:
-            return self._runner(modules, fresh=True).start(spec_path, log_path, env)
+            return self._runner(modules, fresh=True).start(spec_path, log_path, env, ahead)
 
     def running(self) -> list[Runner]:
         with self._lock:
