@@ -3,11 +3,11 @@
 A model call costs a fixed overhead plus a little per row, so under concurrent load merging
 requests multiplies throughput. The policy:
 
-- A call that finds the predictor idle runs at once: there is no timer anywhere. While calls
-  come concurrently (a queue was found at the end of one of the last GATHER_CALLS calls, or
-  requests joined one), it first yields the GIL once, and the queued calls that may share its
-  call join it (predictors/merging.py `Merger._gathered`); otherwise it runs alone, without
-  yielding, so a lone client pays nothing for it.
+- A call that finds the predictor idle runs at once. While calls come concurrently (a queue
+  was found at the end of a call, or requests joined one, within the last GATHER_WINDOW_S), it
+  first yields the GIL once (a zero-second sleep), and the queued calls that may share its call
+  join it (predictors/merging.py `Merger._gathered`); otherwise it runs alone, without yielding,
+  so a lone client, or a version only a few of a spread's requests reach, pays nothing for it.
 - Calls that arrive while a call is running queue up. When the running call finishes, the queued
   calls whose instances have the same layout (row type, length and element types) are merged, in
   arrival order and up to `max_instances` instances, into one list; one of their own threads runs

@@ -34,9 +34,12 @@ class BatchObserver(Protocol):
 DEFAULT_MAX_INSTANCES = 64
 
 _PENDING: Any = object()
-#: Idle-path calls that gather (yield once first) after the last sign of concurrent requests:
-#: a queue found at a hand-off, or requests that joined a gathering call.
-GATHER_CALLS = 16
+#: How long after the last sign of concurrent requests to one merger (a queue found at a
+#: hand-off, or requests that joined a gathering call) a call that finds it idle gathers first.
+#: A few calls' time: under a steady concurrent load the signs come every call or two; a version
+#: that only some of a spread's requests reach sees them too seldom to gather, and gathering
+#: there would only cost the yield.
+GATHER_WINDOW_S = 0.002
 
 
 class _Call:
@@ -76,9 +79,12 @@ class Merger:
         self._timed_merged = observer.call_merged if timed else None  # type: ignore[union-attr]
         self._lock = threading.Lock()
         self._busy = False
-        #: > 0 while requests come concurrently: the idle path then gathers (`_gathered`).
-        #: Read and written without the lock: a stale value only costs or skips one yield.
-        self._gather = 0
+        #: The clock of the gathering decision (tests replace it).
+        self.clock: Callable[[], float] = perf_counter
+        #: When requests were last seen coming concurrently (`clock`'s time): the idle path
+        #: gathers within GATHER_WINDOW_S of it (`_gathered`). Read and written without the
+        #: lock: a stale value only costs or skips one yield.
+        self._concurrent_at = float("-inf")
         self._queue: deque[_Call] = deque()
         #: Number of merged calls run (more than one request each), for tests.
         self.merged_calls = 0
@@ -116,7 +122,7 @@ class Merger:
                 self._busy = True
                 call = None
         if call is None:  # idle: straight through, or first gathering what arrives meanwhile
-            if self._gather > 0:
+            if self.clock() - self._concurrent_at < GATHER_WINDOW_S:
                 return self._gathered(_Call(payload, key, self.size(payload)))
             try:
                 return self._call(payload)
@@ -170,7 +176,8 @@ class Merger:
         try:
             with self._lock:
                 joined = self._take(mine)
-            self._gather = GATHER_CALLS if joined else self._gather - 1
+            if joined:
+                self._concurrent_at = self.clock()
             self._run([mine, *joined])
         finally:
             self._hand_off()
@@ -198,7 +205,7 @@ class Merger:
             if not self._queue:
                 self._busy = False
                 return
-            self._gather = GATHER_CALLS  # requests are arriving concurrently
+            self._concurrent_at = self.clock()  # requests are arriving concurrently
             head = self._queue.popleft()
             batch = [head, *self._take(head)]
         head.batch = batch

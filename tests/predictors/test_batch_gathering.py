@@ -1,11 +1,11 @@
 """Gathering (predictors/merging.py `Merger._gathered`): once requests have come concurrently, a
 call that finds the model idle yields the GIL once before it runs, and the requests that reached
 the queue meanwhile share its model call; with no sign of concurrency it runs at once without
-yielding, and it stops yielding after GATHER_CALLS calls that nothing joined.
+yielding, and GATHER_WINDOW_S after the last sign it stops yielding.
 
-The yield is replaced by a function the test controls (`merging.time.sleep`), so no timing
-decides anything: "another request arrives during the yield" is a thread the fake yield starts
-and waits for until it is queued.
+The yield is replaced by a function the test controls (`merging.time.sleep`) and the merger's
+clock by a value the test sets, so no timing decides anything: "another request arrives during
+the yield" is a thread the fake yield starts and waits for until it is queued.
 """
 
 from __future__ import annotations
@@ -18,7 +18,23 @@ from typing import Any
 import pytest
 
 from predictors import batching, merging
-from tests.predictors.test_batching import Recorder, _queue_behind_busy_call
+from tests.kit.mergekit import Recorder, queue_behind_busy_call
+
+
+class Clock:
+    """A merger's clock that reads what the test sets."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _batcher(recorder: Recorder, clock: Clock | None = None) -> batching.Batcher:
+    batcher = batching.Batcher(recorder)
+    batcher.clock = clock or Clock()
+    return batcher
 
 
 class Yields:
@@ -71,7 +87,7 @@ def _arrive_during_yield(batcher: batching.Batcher, instances: list[Any],
 def test_an_idle_model_without_concurrent_requests_runs_at_once(yields: Yields) -> None:
     recorder = Recorder()
     recorder.gate.set()
-    batcher = batching.Batcher(recorder)
+    batcher = _batcher(recorder)
     for i in range(5):
         assert batcher.predict([[i, 1]]) == [i + 1]
     assert yields.count == 0 and batcher.merged_calls == 0
@@ -80,9 +96,9 @@ def test_an_idle_model_without_concurrent_requests_runs_at_once(yields: Yields) 
 
 def test_after_a_queue_an_idle_call_gathers_what_arrives_while_it_yields(yields: Yields) -> None:
     recorder = Recorder()
-    batcher = batching.Batcher(recorder)
+    batcher = _batcher(recorder)
     # Concurrency seen: two requests queued behind a call in flight (merged at its end).
-    _queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]], [[3, 3]]])
+    queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]], [[3, 3]]])
     assert batcher.merged_calls == 1 and yields.count == 0
     recorder.calls.clear()
     results: dict[str, Any] = {}
@@ -95,19 +111,24 @@ def test_after_a_queue_an_idle_call_gathers_what_arrives_while_it_yields(yields:
     assert batcher.merged_calls == 2 and not batcher._busy
 
 
-def test_gathering_stops_after_calls_that_nothing_joined(yields: Yields) -> None:
+def test_gathering_stops_once_the_window_after_the_last_queue_has_passed(yields: Yields) -> None:
     recorder = Recorder()
-    batcher = batching.Batcher(recorder)
-    _queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])
-    for i in range(merging.GATHER_CALLS + 3):
+    clock = Clock(100.0)
+    batcher = _batcher(recorder, clock)
+    queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])  # concurrency seen at 100.0
+    clock.now = 100.0 + merging.GATHER_WINDOW_S / 2
+    assert batcher.predict([[3, 0]]) == [3]
+    assert yields.count == 1  # within the window: yielded (nothing joined: no new sign)
+    clock.now = 100.0 + merging.GATHER_WINDOW_S * 1.5
+    for i in range(3):
         assert batcher.predict([[i, 0]]) == [i]
-    assert yields.count == merging.GATHER_CALLS  # then the idle path runs at once again
+    assert yields.count == 1  # past it: straight through again
 
 
 def test_a_joined_request_of_another_layout_waits_for_the_next_call(yields: Yields) -> None:
     recorder = Recorder()
-    batcher = batching.Batcher(recorder)
-    _queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])
+    batcher = _batcher(recorder)
+    queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])
     recorder.calls.clear()
     results: dict[str, Any] = {}
     yields.during = _arrive_during_yield(batcher, [[7, 7, 7]], results)  # another row length
@@ -124,8 +145,8 @@ def test_a_failing_gathered_call_gives_each_request_its_own_answer(yields: Yield
         return [sum(row) for row in rows]
 
     recorder = Recorder(inner)
-    batcher = batching.Batcher(recorder)
-    _queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])
+    batcher = _batcher(recorder)
+    queue_behind_busy_call(batcher, recorder, [[[1, 1]], [[2, 2]]])
     results: dict[str, Any] = {}
 
     def arrive_bad() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -20,56 +19,11 @@ import predictors
 from core.errors import PredictionFailed
 from core.payloads import ANONYMOUS, ModelRef, PredictRequest
 from predictors import batching
-from tests.kit import modelkit
-
-
-class Recorder:
-    """A predict function recording its calls; the first call waits for `gate` to open."""
-
-    def __init__(self, inner=None):
-        self.inner = inner or (lambda rows: [sum(r) if isinstance(r, list) else r for r in rows])
-        self.calls: list[list] = []
-        self.threads: list[int] = []
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def __call__(self, instances):
-        self.calls.append(list(instances))
-        self.threads.append(threading.get_ident())
-        if len(self.calls) == 1:
-            self.entered.set()
-            assert self.gate.wait(30), "test gate never opened"
-        return self.inner(instances)
-
-
-def _queue_behind_busy_call(batcher, recorder, requests):
-    """Run requests[0] (held at the gate), queue the rest behind it, open the gate; results."""
-    results: dict[int, object] = {}
-
-    def run(i, instances):
-        try:
-            results[i] = batcher.predict(instances)
-        except Exception as exc:
-            results[i] = exc
-
-    first = threading.Thread(target=run, args=(0, requests[0]))
-    first.start()
-    assert recorder.entered.wait(30)
-    others = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests) if i]
-    for thread in others:
-        thread.start()
-    deadline = time.monotonic() + 30
-    while len(batcher._queue) < len(others) and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert len(batcher._queue) == len(others)
-    recorder.gate.set()
-    for thread in [first, *others]:
-        thread.join(30)
-    return results
+from tests.kit import mergekit, modelkit
 
 
 def test_idle_request_runs_straight_through_on_its_own_thread():
-    recorder = Recorder()
+    recorder = mergekit.Recorder()
     recorder.gate.set()
     batcher = batching.Batcher(recorder)
     assert batcher.predict([[1, 2], [3, 4]]) == [3, 7]
@@ -79,10 +33,10 @@ def test_idle_request_runs_straight_through_on_its_own_thread():
 
 
 def test_queued_requests_merge_and_each_gets_its_own_slice():
-    recorder = Recorder()
+    recorder = mergekit.Recorder()
     batcher = batching.Batcher(recorder)
     requests = [[[0, 0]], [[1, 1]], [[2, 2], [3, 3]], [[4, 4]]]
-    results = _queue_behind_busy_call(batcher, recorder, requests)
+    results = mergekit.queue_behind_busy_call(batcher, recorder, requests)
     assert results == {0: [0], 1: [2], 2: [4, 6], 3: [8]}
     assert len(recorder.calls) == 2  # the first alone, then one merged call for the three queued
     assert sorted(map(tuple, recorder.calls[1])) == [(1, 1), (2, 2), (3, 3), (4, 4)]
@@ -119,12 +73,12 @@ def test_the_batcher_times_each_model_call_once_when_asked(times_calls):
     model call, alone, merged or failed, is reported once, as what it is (alone or merged:
     the observer reads no flag to tell); without it, none is (the wrapper around custom code
     reports its calls)."""
-    recorder = Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
+    recorder = mergekit.Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
                         else 1 / 0)
     observer = Observer()
     batcher = batching.Batcher(recorder, observer=observer, times_calls=times_calls)
     requests = [[[0, 0]], [[1, 1]], [[2, 2], [3, 3]]]
-    assert _queue_behind_busy_call(batcher, recorder, requests) == {0: [0], 1: [1], 2: [2, 3]}
+    assert mergekit.queue_behind_busy_call(batcher, recorder, requests) == {0: [0], 1: [1], 2: [2, 3]}
     with pytest.raises(ZeroDivisionError):
         batcher.predict([[-1, 0]])
     assert observer.merged == [[1, 2]] and observer.waits == 2
@@ -134,11 +88,11 @@ def test_the_batcher_times_each_model_call_once_when_asked(times_calls):
 def test_a_failed_merged_call_is_reported_merged_and_its_reruns_alone():
     """A merged call that fails counts as one merged call; each request then runs again alone,
     and each of those calls counts as a call alone (its instances counted with it)."""
-    recorder = Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
+    recorder = mergekit.Recorder(lambda rows: [r[0] for r in rows] if all(r[0] >= 0 for r in rows)
                         else 1 / 0)
     observer = Observer()
     batcher = batching.Batcher(recorder, observer=observer, times_calls=True)
-    results = _queue_behind_busy_call(batcher, recorder, [[[0, 0]], [[1, 1]], [[-1, 0]]])
+    results = mergekit.queue_behind_busy_call(batcher, recorder, [[[0, 0]], [[1, 1]], [[-1, 0]]])
     assert results[0] == [0] and results[1] == [1] and isinstance(results[2], ZeroDivisionError)
     assert observer.merged == [[1, 1]] and batcher.merged_calls == 0
     assert observer.calls == [("alone", 1), ("merged", 2), ("alone", 1), ("alone", 1)]
@@ -162,10 +116,10 @@ def test_batchers_call_a_built_in_predict_past_its_wrapper_only_when_they_time_i
 
 
 def test_mixed_shapes_in_one_window_are_grouped_by_layout():
-    recorder = Recorder()
+    recorder = mergekit.Recorder()
     batcher = batching.Batcher(recorder)
     requests = [[[0, 0]], [[1, 1]], [[1, 1, 1]], [[2, 2]], [[2, 2, 2]], [[1.5, 1.5]], [[1, "a"]]]
-    results = _queue_behind_busy_call(batcher, recorder, requests)
+    results = mergekit.queue_behind_busy_call(batcher, recorder, requests)
     assert results[1] == [2] and results[3] == [4] and results[5] == [3.0]
     assert results[2] == [3] and results[4] == [6]
     assert isinstance(results[6], TypeError)  # its own error; it was never merged with others
@@ -176,17 +130,17 @@ def test_mixed_shapes_in_one_window_are_grouped_by_layout():
 
 
 def test_bounded_batch_size():
-    recorder = Recorder()
+    recorder = mergekit.Recorder()
     batcher = batching.Batcher(recorder, max_instances=4)
     requests = [[[0]], *[[[i], [i]] for i in range(1, 6)]]  # five queued requests of two rows
-    results = _queue_behind_busy_call(batcher, recorder, requests)
+    results = mergekit.queue_behind_busy_call(batcher, recorder, requests)
     assert results == {0: [0], **{i: [i, i] for i in range(1, 6)}}
     assert [len(c) for c in recorder.calls] == [1, 4, 4, 2]
     assert recorder.calls[1] == [[1], [1], [2], [2]]  # arrival order kept
 
 
 def test_large_and_irregular_requests_are_never_merged():
-    recorder = Recorder()
+    recorder = mergekit.Recorder()
     recorder.gate.set()
     batcher = batching.Batcher(recorder, max_instances=4)
     assert batcher.predict([[1]] * 4) == [1] * 4
@@ -200,12 +154,12 @@ def test_large_and_irregular_requests_are_never_merged():
 def test_one_bad_request_in_a_batch_gets_its_own_error(tmp_path):
     model = modelkit.sklearn_model(tmp_path / "m", "logreg", features=2)
     predictor, _ = predictors.load(str(tmp_path / "m"))
-    recorder = Recorder(predictor.predict)
+    recorder = mergekit.Recorder(predictor.predict)
     batcher = batching.Batcher(recorder)
     good = [[[0.5, 1.0]], [[-1.0, 2.0], [3.0, -4.0]], [[2.0, 2.0]]]
     bad = [[float("nan"), 1.0]]  # same layout as the others; scikit-learn refuses NaN
     requests = [good[0], good[1], bad, good[2]]
-    results = _queue_behind_busy_call(batcher, recorder, requests)
+    results = mergekit.queue_behind_busy_call(batcher, recorder, requests)
     assert isinstance(results[2], PredictionFailed)
     assert "NaN" in results[2].message
     for i, rows in ((0, good[0]), (1, good[1]), (3, good[2])):
@@ -215,9 +169,9 @@ def test_one_bad_request_in_a_batch_gets_its_own_error(tmp_path):
 
 
 def test_merged_call_with_the_wrong_number_of_predictions_falls_back():
-    recorder = Recorder(lambda rows: [len(rows)])  # one answer per call, not per instance
+    recorder = mergekit.Recorder(lambda rows: [len(rows)])  # one answer per call, not per instance
     batcher = batching.Batcher(recorder)
-    results = _queue_behind_busy_call(batcher, recorder, [[[0]], [[1]], [[2]]])
+    results = mergekit.queue_behind_busy_call(batcher, recorder, [[[0]], [[1]], [[2]]])
     assert results == {0: [1], 1: [1], 2: [1]}
     assert batcher.merged_calls == 0
 
