@@ -172,8 +172,8 @@ class Merger:
         call together with it. Without it, under a steady concurrent load most calls find the
         model idle and run alone, since the threads that would join are still reading their
         requests while the GIL is this one's (bench/notes/batch-gathering.md)."""
-        time.sleep(0)  # releases the GIL; the threads waiting for it run until they block
-        try:
+        try:  # inside: whatever ends the sleep, the hand-off below frees the model again
+            time.sleep(0)  # releases the GIL; the threads waiting for it run until they block
             with self._lock:
                 joined = self._take(mine)
             if joined:
