@@ -22,7 +22,7 @@ requests multiplies throughput. The policy:
 - Merging costs a thread handoff per request, which pays even for cheap models: a single-row
   scikit-learn or XGBoost call spends most of its time in per-call overhead (scikit-learn's
   input validation above all), which a merged call pays once for all its rows. An idle batcher
-  adds only two lock operations. What this gains, model by model and by concurrency, is
+  adds only two lock operations and a clock read. What this gains, model by model and by concurrency, is
   measured in bench/RESULTS.md ("Batching and the thread policy").
 
 Only predictors whose predictions are row-independent may be batched (`Predictor.batchable`:
